@@ -1,0 +1,208 @@
+"""The kernels against the float64 reference, across shapes, dtypes, layouts and threads."""
+
+import numpy as np
+import pytest
+from conftest import (
+    DTYPES,
+    IN_LAYOUTS,
+    OUT_LAYOUTS,
+    assert_matches_reference,
+    in_layout,
+    np_dtype,
+    out_array,
+    random_grad,
+)
+
+import trilinear_bwd as tb
+from trilinear_bwd import _dispatch
+from trilinear_bwd._plan import data_address, make_plan
+from trilinear_bwd._validate import validate
+
+# (N, C, input DHW, output DHW): up, down, identity and size-1 axes, mixed,
+# and W lengths that leave tails after the 8-point blocks of the W gather.
+SHAPES = [
+    (2, 3, (4, 5, 6), (7, 9, 11)),
+    (1, 2, (5, 4, 3), (5, 8, 2)),
+    (1, 1, (1, 1, 1), (3, 4, 5)),
+    (2, 2, (3, 3, 3), (1, 1, 1)),
+    (1, 3, (9, 8, 7), (4, 3, 5)),
+    (1, 1, (6, 6, 6), (6, 6, 6)),
+    (2, 5, (3, 4, 5), (6, 8, 10)),
+    (1, 2, (2, 3, 17), (5, 7, 40)),
+    (1, 2, (3, 2, 41), (2, 5, 19)),
+]
+
+
+def run(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0), out_layout="ncdhw",
+        num_threads=None, fill=0xFF):
+    """Run the two-phase API; the workspace starts full of ``fill`` bytes."""
+    grad_input = out_array(input_size, grad_out.dtype, out_layout)
+    size, executor = tb.get_workspace_size(
+        grad_out, grad_out.shape[2:], input_size, align_corners, *scales, grad_input,
+        num_threads=num_threads,
+    )
+    workspace = tb.alloc_workspace(size)
+    workspace[...] = fill
+    tb.execute(workspace, size, executor)
+    return grad_input
+
+
+def bits(arr):
+    """The bytes of ``arr`` in logical (C) order, for bitwise comparison."""
+    return np.ascontiguousarray(arr).view(np.uint8)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_matches_reference(dtype, shape, align_corners):
+    n, c, ins, outs = shape
+    g = random_grad((n, c) + outs, dtype)
+    result = run(g, (n, c) + ins, align_corners)
+    assert_matches_reference(result, g, (n, c) + ins, align_corners)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "ins, outs, scales",
+    [
+        ((4, 5, 6), (8, 10, 12), (2.0, 2.0, 2.0)),
+        ((4, 5, 6), (10, 7, 15), (2.5, 1.5, 2.5)),
+        ((5, 6, 7), (5, 13, 4), (1.02, 2.2, 0.6)),
+        ((7, 6, 5), (3, 3, 3), (0.5, 0.5, 0.7)),
+        ((4, 4, 4), (9, 9, 9), (0.0, 2.3, 0.0)),
+    ],
+    ids=str,
+)
+def test_explicit_scales(dtype, ins, outs, scales):
+    g = random_grad((2, 3) + outs, dtype, seed=1)
+    result = run(g, (2, 3) + ins, False, scales)
+    assert_matches_reference(result, g, (2, 3) + ins, False, scales)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", IN_LAYOUTS)
+@pytest.mark.parametrize("out_layout", OUT_LAYOUTS)
+def test_every_layout_gives_the_same_bits(dtype, layout, out_layout):
+    """Every layout runs the same arithmetic in the same order, so the bits agree."""
+    n, c, ins, outs = 2, 3, (3, 5, 4), (7, 9, 11)
+    g = random_grad((n, c) + outs, dtype, seed=2)
+    expected = run(g, (n, c) + ins)
+    assert_matches_reference(expected, g, (n, c) + ins)
+    got = run(in_layout(g, layout), (n, c) + ins, out_layout=out_layout)
+    np.testing.assert_array_equal(bits(got), bits(expected))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["ncdhw", "ndhwc", "strided"])
+@pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[7], (1, 1, (17, 9, 8), (33, 20, 15))], ids=str)
+def test_bitwise_identical_for_every_thread_count(dtype, layout, shape):
+    n, c, ins, outs = shape
+    g = in_layout(random_grad((n, c) + outs, dtype, seed=3), layout)
+    one = run(g, (n, c) + ins, num_threads=1, fill=0x00)
+    for threads in (2, 3, 4):
+        got = run(g, (n, c) + ins, num_threads=threads, fill=0xFF)
+        np.testing.assert_array_equal(bits(got), bits(one), err_msg=f"{threads} threads")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fill", [0x00, 0xFF, 0x7F])
+def test_result_does_not_depend_on_workspace_contents(dtype, fill):
+    g = random_grad((1, 2, 9, 10, 11), dtype, seed=4)
+    expected = run(g, (1, 2, 4, 5, 6), fill=0x00)
+    got = run(g, (1, 2, 4, 5, 6), fill=fill)
+    np.testing.assert_array_equal(bits(got), bits(expected))
+
+
+def test_unaligned_workspace_is_used_in_place():
+    g = random_grad((2, 2, 8, 8, 8), "float32")
+    expected = tb.upsample_trilinear3d_backward(g, (2, 2, 4, 4, 4))
+    out = np.empty_like(expected)
+    size, executor = tb.get_workspace_size(g, (8, 8, 8), (2, 2, 4, 4, 4), False, 0, 0, 0, out)
+    raw = np.full(size + 3, 0xFF, dtype=np.uint8)
+    tb.execute(raw[3:], size, executor)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[4], SHAPES[7], (2, 16, (8, 8, 8), (16, 16, 16))],
+                         ids=str)
+@pytest.mark.parametrize("layout", ["ncdhw", "ndhwc"])
+def test_kernel_variants_are_bitwise_identical(dtype, shape, layout):
+    """The baseline and AVX2 builds round identically (no FMA, same order)."""
+    variants = _dispatch.available_variants()
+    if len(variants) < 2:
+        pytest.skip(f"only {variants} built or runnable here")
+    n, c, ins, outs = shape
+    g = in_layout(random_grad((n, c) + outs, dtype, seed=5), layout)
+    results = []
+    for name in variants:
+        out = out_array((n, c) + ins, g.dtype, layout)
+        plan = make_plan(validate(g, outs, (n, c) + ins, False, 0, 0, 0, out), 2)
+        ws = tb.alloc_workspace(plan.workspace_size)
+        _dispatch.kernel_module(name).KernelPlan(plan.spec).run(
+            data_address(g), data_address(out), data_address(ws) if ws.size else 0, 2)
+        results.append(bits(out))
+    for other in results[1:]:
+        np.testing.assert_array_equal(other, results[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_output_streams_and_matches(dtype, monkeypatch):
+    """grad_input above the streaming threshold goes through non-temporal stores."""
+    from trilinear_bwd import _plan
+
+    monkeypatch.setattr(_plan, "STREAM_BYTES", 0)
+    g = random_grad((1, 3, 5, 6, 7), dtype, seed=6)
+    for layout in OUT_LAYOUTS:
+        out = out_array((1, 3, 9, 11, 13), g.dtype, layout)
+        size, ex = tb.get_workspace_size(g, (5, 6, 7), (1, 3, 9, 11, 13), False, 0, 0, 0, out)
+        assert ex._plan.spec["stream"] == (layout == "ncdhw")
+        tb.execute(tb.alloc_workspace(size), size, ex)
+        assert_matches_reference(out, g, (1, 3, 9, 11, 13))
+
+
+def test_cann_worked_example():
+    g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+    out = tb.upsample_trilinear3d_backward(g, (2, 2, 1, 1, 1))
+    np.testing.assert_array_equal(out.ravel(), [36, 100, 164, 228])
+
+
+@pytest.mark.parametrize("n, c", [(0, 3), (2, 0), (0, 0)])
+def test_empty_batch(n, c):
+    g = np.zeros((n, c, 4, 4, 4), dtype=np.float32)
+    size, executor = tb.get_workspace_size(g, (4, 4, 4), (n, c, 2, 2, 2), False, 0, 0, 0,
+                                           np.zeros((n, c, 2, 2, 2), np.float32))
+    assert size == 0
+    tb.execute(None, 0, executor)
+    assert tb.upsample_trilinear3d_backward(g, (2, 2, 2)).shape == (n, c, 2, 2, 2)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nan_and_inf_propagate_through_zero_weights(dtype):
+    """A zero weight times Inf is NaN (PyTorch does not skip zero weights)."""
+    g = np.zeros((1, 1, 1, 1, 4), dtype=np_dtype(dtype))
+    g[..., 1] = np.inf
+    out = tb.upsample_trilinear3d_backward(g, (1, 1, 1, 1, 4))
+    # In == out is the identity (1 * g + 0 * g): the Inf becomes NaN in place.
+    assert np.isnan(out.astype(np.float64)[..., 1]).all()
+    assert (out.astype(np.float64)[..., [0, 2, 3]] == 0).all()
+    g = np.zeros((1, 1, 1, 1, 8), dtype=np_dtype(dtype))
+    g[..., 2] = np.nan
+    out = tb.upsample_trilinear3d_backward(g, (1, 1, 1, 1, 4)).astype(np.float64)
+    assert np.isnan(out[..., :2]).all() and (out[..., 2:] == 0).all()
+
+
+def test_one_call_allocates_channels_last_for_channels_last_input():
+    g = in_layout(random_grad((2, 4, 6, 6, 6), "float32"), "ndhwc")
+    out = tb.upsample_trilinear3d_backward(g, (3, 3, 3))
+    assert out.shape == (2, 4, 3, 3, 3)
+    assert out.strides[1] == out.itemsize  # C innermost
+    assert_matches_reference(out, g, (2, 4, 3, 3, 3))
+
+
+def test_one_call_writes_into_out():
+    g = random_grad((1, 2, 6, 6, 6), "float64")
+    out = np.full((1, 2, 3, 3, 3), np.nan)
+    assert tb.upsample_trilinear3d_backward(g, (1, 2, 3, 3, 3), out=out) is out
+    assert_matches_reference(out, g, (1, 2, 3, 3, 3))

@@ -1,0 +1,66 @@
+"""trilinear_bwd: the backward of 3-D trilinear upsampling, fast and deterministic on CPUs.
+
+Computes ``UpsampleTrilinear3dBackward`` -- given the gradient of a trilinearly
+upsampled 5-D volume, the gradient of the volume -- as PyTorch's
+``aten::upsample_trilinear3d_backward`` and Ascend CANN's
+``aclnnUpsampleTrilinear3dBackward`` do, with Cython + OpenMP kernels.
+
+Two ways to call it:
+
+>>> import numpy as np, trilinear_bwd as tb
+>>> g = np.ones((1, 2, 8, 8, 8), dtype=np.float32)
+>>> gi = tb.upsample_trilinear3d_backward(g, (1, 2, 4, 4, 4))          # one call
+>>> ws_size, ex = tb.get_workspace_size(g, (8, 8, 8), (1, 2, 4, 4, 4),
+...                                     False, 0.0, 0.0, 0.0, np.empty_like(gi))
+>>> tb.execute(tb.alloc_workspace(ws_size), ws_size, ex)              # two phases
+
+``trilinear_bwd.aclnn`` offers the same under CANN's names, returning status codes.
+"""
+
+from ._api import upsample_trilinear3d_backward
+from ._executor import Executor, alloc_workspace, execute, get_workspace_size
+from ._info import show_config
+from ._status import (
+    ACLNN_ERR_INNER,
+    ACLNN_ERR_PARAM_INVALID,
+    ACLNN_ERR_PARAM_NULLPTR,
+    ACLNN_ERR_RUNTIME_ERROR,
+    ACLNN_SUCCESS,
+    AclnnError,
+    ExecutionError,
+    InternalError,
+    InvalidArgumentError,
+    NullArgumentError,
+)
+from ._stream import Stream
+from ._version import __version__
+
+__all__ = [
+    "ACLNN_ERR_INNER",
+    "ACLNN_ERR_PARAM_INVALID",
+    "ACLNN_ERR_PARAM_NULLPTR",
+    "ACLNN_ERR_RUNTIME_ERROR",
+    "ACLNN_SUCCESS",
+    "AclnnError",
+    "ExecutionError",
+    "Executor",
+    "InternalError",
+    "InvalidArgumentError",
+    "NullArgumentError",
+    "Stream",
+    "__version__",
+    "alloc_workspace",
+    "execute",
+    "get_workspace_size",
+    "show_config",
+    "upsample_trilinear3d_backward",
+]
+
+
+def __getattr__(name):
+    # Submodules with optional or heavier dependencies load on first use.
+    if name in ("aclnn", "reference", "torch", "dask", "bench"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

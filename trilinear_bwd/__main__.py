@@ -1,0 +1,155 @@
+"""``python -m trilinear_bwd``: run the backward on a case, check it, time it.
+
+Without arguments it runs the CANN documentation's worked example, then a
+U-Net-sized volume (2 x 32 x 32^3 <- 64^3), compares each result with the
+float64 NumPy reference and prints shapes, the largest error against the
+error bound, and the time.  Exit status 1 if a result is out of bounds.
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def _dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _triple(text):
+    parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+    if len(parts) == 1:
+        parts *= 3
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected D,H,W or one size, got {text!r}")
+    return tuple(parts)
+
+
+def parser():
+    """The command-line interface (also used to render ``--help`` in the docs)."""
+    p = argparse.ArgumentParser(
+        prog="python -m trilinear_bwd",
+        description=(
+            "Run UpsampleTrilinear3dBackward on a case, check it against the float64 "
+            "NumPy reference, and report the error and the time. With no shape "
+            "options: the CANN worked example, then a 2x32x32^3 <- 64^3 volume."
+        ),
+    )
+    p.add_argument("--batch", "-n", type=int, default=None, help="N (default 2)")
+    p.add_argument("--channels", "-c", type=int, default=None, help="C (default 32)")
+    p.add_argument("--input", "-i", type=_triple, default=None, metavar="D,H,W",
+                   help="input (gradInput) spatial size, default 32,32,32")
+    p.add_argument("--output", "-o", type=_triple, default=None, metavar="D,H,W",
+                   help="output (gradOut) spatial size, default 64,64,64")
+    p.add_argument("--dtype", choices=DTYPES, default="float32", help="default float32")
+    p.add_argument("--layout", choices=("ncdhw", "ndhwc"), default="ncdhw",
+                   help="memory layout of gradOut and gradInput, default ncdhw")
+    p.add_argument("--align-corners", action="store_true", help="corner-aligned coordinates")
+    p.add_argument("--threads", "-t", type=int, default=None,
+                   help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
+    p.add_argument("--repeat", "-r", type=int, default=5, help="timed runs, median reported")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip the (slow) comparison with the NumPy reference")
+    p.add_argument("--seed", type=int, default=0, help="random seed for gradOut")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("--info", action="store_true",
+                   help="print the build configuration (OpenMP, threads, kernel variant) and exit")
+    return p
+
+
+def _layout(values, layout):
+    if layout == "ndhwc":
+        return np.ascontiguousarray(values.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
+    return np.ascontiguousarray(values)
+
+
+def run_case(title, grad_out, input_size, align_corners, threads, repeat, check):
+    """Run one case; print its report; return True if it passed the check."""
+    import trilinear_bwd as tb
+    from trilinear_bwd import reference
+
+    out = np.empty(input_size, dtype=grad_out.dtype)
+    if not grad_out.flags.c_contiguous:  # channels-last in, channels-last out
+        n, c, d, h, w = input_size
+        out = np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
+    size, executor = tb.get_workspace_size(grad_out, grad_out.shape[2:], input_size,
+                                           align_corners, 0.0, 0.0, 0.0, out,
+                                           num_threads=threads)
+    executor.set_repeatable()
+    workspace = tb.alloc_workspace(size)
+    tb.execute(workspace, size, executor)  # warm-up
+    times = []
+    for _ in range(max(1, repeat)):
+        start = time.perf_counter()
+        tb.execute(workspace, size, executor)
+        times.append(time.perf_counter() - start)
+    executor.destroy()
+    ms = 1e3 * float(np.median(times))
+    moved = grad_out.nbytes + out.nbytes
+    print(f"{title}")
+    print(f"  gradOut   {grad_out.dtype} {tuple(grad_out.shape)} -> gradInput {tuple(out.shape)}"
+          f"   alignCorners={align_corners}   threads={executor.num_threads}")
+    print(f"  time      {ms:.3f} ms (median of {len(times)}), {moved / ms / 1e6:.2f} GB/s moved")
+    if not check:
+        return True
+    start = time.perf_counter()
+    exact = reference.backward(grad_out.astype(np.float64), input_size, align_corners)
+    bound = reference.error_bound(grad_out, input_size, align_corners, dtype=grad_out.dtype)
+    err = np.abs(out.astype(np.float64) - exact)
+    ok = bool((err <= bound).all())
+    scale = float(np.abs(exact).max()) or 1.0
+    print(f"  check     max |error| {err.max():.3e} (relative to max |gradInput|: "
+          f"{err.max() / scale:.2e}); within bound: {'yes' if ok else 'NO'}"
+          f"   [reference {time.perf_counter() - start:.1f} s]")
+    return ok
+
+
+def main(argv=None):
+    """Entry point of ``python -m trilinear_bwd`` and the ``trilinear-bwd`` script."""
+    args = parser().parse_args(argv)
+    if args.version:
+        from trilinear_bwd import __version__
+
+        print(__version__)
+        if not args.info:
+            return 0
+    if args.info:
+        from trilinear_bwd import show_config
+
+        show_config()
+        return 0
+    dtype = _dtype(args.dtype)
+    rng = np.random.default_rng(args.seed)
+    ok = True
+    custom = any(v is not None for v in (args.batch, args.channels, args.input, args.output))
+    if not custom:
+        example = np.arange(1, 33, dtype=np.float32).astype(dtype).reshape(2, 2, 2, 2, 2)
+        ok &= run_case("CANN worked example: gradOut 1..32, expected gradInput [36, 100, 164, 228]",
+                       example, (2, 2, 1, 1, 1), False, args.threads, args.repeat,
+                       not args.no_check)
+        import trilinear_bwd as tb
+
+        got = tb.upsample_trilinear3d_backward(example, (2, 2, 1, 1, 1)).astype(np.float64)
+        print(f"  result    {got.ravel().tolist()}")
+        ok &= got.ravel().tolist() == [36.0, 100.0, 164.0, 228.0]
+        print()
+    n = 2 if args.batch is None else args.batch
+    c = 32 if args.channels is None else args.channels
+    ins = args.input or (32, 32, 32)
+    outs = args.output or (64, 64, 64)
+    values = rng.standard_normal((n, c) + outs, dtype=np.float32).astype(dtype)
+    ok &= run_case(f"Volume: N={n} C={c} {ins} <- {outs}, {args.dtype}, {args.layout}",
+                   _layout(values, args.layout), (n, c) + ins, args.align_corners,
+                   args.threads, args.repeat, not args.no_check)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

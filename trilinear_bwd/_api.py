@@ -1,0 +1,98 @@
+"""The one-call entry point."""
+
+import dataclasses
+
+import numpy as np
+
+from ._executor import Executor, alloc_workspace
+from ._plan import is_channels_last
+from ._status import NullArgumentError
+from ._validate import as_array, invalid, validate
+
+def _spatial(value, name):
+    if value is None:
+        return None
+    try:
+        return tuple(value)
+    except TypeError:
+        raise invalid(f"{name} must be a sequence, got {value!r}") from None
+
+
+def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_corners=False,
+                                  scales=(0.0, 0.0, 0.0), out=None, num_threads=None):
+    """Gradient of trilinear 3-D upsampling with respect to its input.
+
+    Computes what ``torch.ops.aten.upsample_trilinear3d_backward`` and
+    ``aclnnUpsampleTrilinear3dBackward`` compute, in one call: it validates,
+    allocates what it needs and runs on the calling thread's OpenMP team.
+
+    Parameters
+    ----------
+    grad_out : array_like, shape (N, C, oD, oH, oW)
+        Gradient of the upsampled volume: float32, float64, float16 or
+        bfloat16 (``ml_dtypes.bfloat16``); any layout or strides.
+    input_size : sequence of int
+        The shape of the volume that was upsampled: ``(N, C, iD, iH, iW)``, or
+        just ``(iD, iH, iW)`` with N and C taken from ``grad_out``.
+    output_size : sequence of 3 int, optional
+        ``(oD, oH, oW)``; defaults to ``grad_out.shape[2:]``.
+    align_corners : bool, default False
+        Corner-aligned (True) or half-pixel (False) coordinates.
+    scales : sequence of 3 float, default (0.0, 0.0, 0.0)
+        The forward's multipliers per axis (D, H, W); <= 0 means "not given".
+        With ``align_corners=False`` a given scale sets the coordinate step
+        to ``1/scale`` and must satisfy ``floor(in * scale) == out``.
+    out : ndarray, optional
+        Where to write the result (shape ``(N, C, iD, iH, iW)``, the dtype of
+        ``grad_out``, any layout).  By default a new array is allocated, in
+        channels-last layout if ``grad_out`` is channels-last.
+    num_threads : int, optional
+        OpenMP threads; None follows ``OMP_NUM_THREADS`` / ``threadpoolctl``.
+
+    Returns
+    -------
+    ndarray, shape (N, C, iD, iH, iW)
+        ``out`` if given, else the new array.
+
+    Raises
+    ------
+    AclnnError
+        With ``.status`` 161001 or 161002, for any argument that breaks the
+        operator contract (see :func:`get_workspace_size`).
+
+    Examples
+    --------
+    >>> import numpy as np, trilinear_bwd as tb
+    >>> g = np.arange(1, 33, dtype=np.float32).reshape(2, 2, 2, 2, 2)
+    >>> tb.upsample_trilinear3d_backward(g, (2, 2, 1, 1, 1)).ravel()
+    array([ 36., 100., 164., 228.], dtype=float32)
+    """
+    if grad_out is None:
+        raise NullArgumentError("gradOut must not be None")
+    if input_size is None:
+        raise NullArgumentError("inputSize must not be None")
+    grad_out = as_array(grad_out, "gradOut")
+    input_size = _spatial(input_size, "inputSize")
+    if len(input_size) == 3 and grad_out.ndim == 5:
+        input_size = tuple(grad_out.shape[:2]) + input_size
+    if output_size is None:
+        output_size = tuple(grad_out.shape[2:])
+    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales")
+    if len(scales) != 3:
+        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
+
+    args = validate(grad_out, output_size, input_size, align_corners, *scales, out,
+                    allocate=out is None)
+    if out is None:
+        out = _new_output(args.grad_out, args.input_size)
+        args = dataclasses.replace(args, grad_input=out)
+    executor = Executor(args, num_threads)
+    executor._execute_now(alloc_workspace(executor.workspace_size), executor.workspace_size)
+    return out
+
+
+def _new_output(grad_out, shape):
+    if is_channels_last(grad_out):
+        n, c, d, h, w = shape
+        return np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
+    return np.empty(shape, dtype=grad_out.dtype)

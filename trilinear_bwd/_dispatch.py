@@ -1,0 +1,64 @@
+"""Pick the kernel variant for this processor, once, at first use.
+
+``TRILINEAR_BWD_KERNEL=baseline`` (or ``avx2``) overrides the choice, for
+tests and for measuring one variant against the other.
+"""
+
+import importlib
+import os
+
+from . import _openmp_helpers
+
+VARIANTS = ("avx2", "baseline")
+_chosen = None
+
+
+def available_variants():
+    """Return the names of the variants built and runnable on this processor.
+
+    Returns
+    -------
+    list of str
+        Fastest first; ``"baseline"`` is always present.
+    """
+    names = []
+    for name in VARIANTS:
+        if name == "avx2" and not _openmp_helpers.cpu_has_avx2_f16c():
+            continue
+        try:
+            importlib.import_module(f"trilinear_bwd._kernels_{name}")
+        except ImportError:
+            continue
+        names.append(name)
+    return names
+
+
+def kernel_module(name=None):
+    """Return the kernel module ``name``, or the one chosen for this processor.
+
+    Parameters
+    ----------
+    name : {"avx2", "baseline"} or None
+        None picks ``$TRILINEAR_BWD_KERNEL`` if set, else the fastest variant
+        this processor runs.
+    """
+    global _chosen
+    if name is not None:
+        return importlib.import_module(f"trilinear_bwd._kernels_{name}")
+    if _chosen is None:
+        wanted = os.environ.get("TRILINEAR_BWD_KERNEL", "").strip().lower()
+        available = available_variants()
+        if wanted and wanted not in available:
+            raise ImportError(
+                f"TRILINEAR_BWD_KERNEL={wanted!r} is not available here; "
+                f"choose one of {available}"
+            )
+        _chosen = importlib.import_module(
+            f"trilinear_bwd._kernels_{wanted or available[0]}"
+        )
+    return _chosen
+
+
+def active_variant():
+    """Return the name of the variant :func:`kernel_module` uses."""
+    return kernel_module().__name__.rsplit("_", 1)[-1]

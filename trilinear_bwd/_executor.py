@@ -1,0 +1,419 @@
+"""The two-phase lifecycle: ``get_workspace_size`` -> ``alloc_workspace`` -> ``execute``.
+
+This mirrors ``aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize`` and
+``aclnnUpsampleTrilinear3dBackward``: phase one validates everything and
+returns an :class:`Executor` bound to its arrays plus the workspace size;
+phase two only checks the workspace and the executor's state, then runs the
+kernel with the GIL released.
+"""
+
+import numbers
+import threading
+
+import numpy as np
+
+from . import _dispatch, _openmp_helpers
+from ._plan import data_address, make_plan
+from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
+from ._validate import as_array, has_internal_overlap, invalid, validate
+
+MAX_THREADS = 1024
+
+_READY, _CONSUMED, _DESTROYED = "ready", "consumed", "destroyed"
+
+
+def resolve_num_threads(num_threads):
+    """Check ``num_threads`` and return the team size it asks for (>= 1).
+
+    Parameters
+    ----------
+    num_threads : int or None
+        None follows OpenMP's default; a positive integer is a team size; a
+        negative integer counts back from the processor count (-1: all).
+    """
+    if num_threads is None:
+        return _openmp_helpers.effective_n_threads(None)
+    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, numbers.Integral):
+        raise invalid(f"num_threads must be an integer or None, got {num_threads!r}")
+    num_threads = int(num_threads)
+    if num_threads == 0 or abs(num_threads) > MAX_THREADS:
+        raise invalid(
+            f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
+            f"got {num_threads}"
+        )
+    return _openmp_helpers.effective_n_threads(num_threads)
+
+
+class Executor:
+    """A validated backward call, ready to run: what phase one returns.
+
+    Do not construct it directly; call :func:`get_workspace_size`.  An
+    executor is bound to its ``grad_out`` and ``grad_input`` arrays and runs
+    once, unless :meth:`set_repeatable` was called.  It is a context manager
+    that destroys itself on exit.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace that :func:`execute` needs (0 for an empty batch).
+    """
+
+    def __init__(self, args, num_threads):
+        self._args = args
+        self._follow_default = num_threads is None
+        requested = resolve_num_threads(num_threads)
+        self._plan = make_plan(args, requested)
+        self._kernel = _dispatch.kernel_module().KernelPlan(self._plan.spec)
+        self._threads = min(requested, self._plan.n_slots)
+        self._lock = threading.Lock()
+        self._state = _READY
+        self._repeatable = False
+
+    # -- introspection -------------------------------------------------------
+
+    @property
+    def workspace_size(self):
+        """Bytes of workspace a run needs."""
+        return self._plan.workspace_size
+
+    @property
+    def repeatable(self):
+        """True once :meth:`set_repeatable` was called."""
+        return self._repeatable
+
+    @property
+    def state(self):
+        """``"ready"``, ``"consumed"`` (a single-use executor that ran) or ``"destroyed"``."""
+        return self._state
+
+    @property
+    def grad_out(self):
+        """The array phase two reads."""
+        return self._args.grad_out
+
+    @property
+    def grad_input(self):
+        """The array phase two overwrites."""
+        return self._args.grad_input
+
+    @property
+    def num_threads(self):
+        """The team size a run will use now."""
+        if self._follow_default:
+            return max(1, min(_openmp_helpers.effective_n_threads(None), self._plan.n_slots))
+        return self._threads
+
+    def __repr__(self):
+        a = self._args
+        layout = "NDHWC" if self._plan.channels_last else "NCDHW"
+        return (
+            f"<trilinear_bwd.Executor {self._state}{' repeatable' if self._repeatable else ''}: "
+            f"gradOut {a.grad_out.dtype}{tuple(a.grad_out.shape)} -> gradInput "
+            f"{tuple(a.grad_input.shape)}, {layout} mode, alignCorners={a.align_corners}, "
+            f"scales={a.scales}, workspace {self.workspace_size} bytes, "
+            f"{self.num_threads} thread(s)>"
+        )
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def set_repeatable(self):
+        """Allow this executor to run any number of times (``aclSetAclOpExecutorRepeatable``).
+
+        Raises
+        ------
+        ExecutionError
+            (361001) the executor was destroyed or already consumed.
+        """
+        with self._hold("set_repeatable"):
+            self._check_usable()
+            self._repeatable = True
+
+    def update_arrays(self, grad_out=None, grad_input=None):
+        """Point a repeatable executor at new arrays.
+
+        The counterpart of ``aclSetInputTensorAddr`` / ``aclSetOutputTensorAddr``.
+        The new arrays must have the same shape, dtype and strides as the ones
+        they replace; they are validated again (writability, overlap).  On
+        error nothing changes.
+
+        Parameters
+        ----------
+        grad_out, grad_input : array_like, optional
+            Replacements; None keeps the current one.
+
+        Raises
+        ------
+        ExecutionError
+            (361001) the executor is not repeatable, destroyed, or running.
+        InvalidArgumentError
+            (161002) a new array differs in shape, dtype or strides, is
+            read-only, or overlaps the other.
+        """
+        with self._hold("update_arrays"):
+            self._check_usable()
+            if not self._repeatable:
+                raise ExecutionError(
+                    "update_arrays needs a repeatable executor; call set_repeatable() first"
+                )
+            old = self._args
+            new_out = old.grad_out if grad_out is None else as_array(grad_out, "gradOut")
+            new_in = old.grad_input if grad_input is None else as_array(grad_input, "gradInput")
+            for name, new, ref in (("gradOut", new_out, old.grad_out),
+                                   ("gradInput", new_in, old.grad_input)):
+                if (new.shape, new.dtype, new.strides) != (ref.shape, ref.dtype, ref.strides):
+                    raise invalid(
+                        f"{name} must keep shape {tuple(ref.shape)}, dtype {ref.dtype} and "
+                        f"strides {ref.strides}, got {tuple(new.shape)}, {new.dtype}, "
+                        f"{new.strides}"
+                    )
+                if not new.flags.aligned:
+                    raise invalid(f"{name} must be aligned to its element size")
+            args = validate(
+                new_out, old.output_size, old.input_size, old.align_corners,
+                *old.scales, new_in,
+            )
+            self._args = args
+
+    def destroy(self):
+        """Release the executor (``aclDestroyAclOpExecutor``); later runs get 361001.
+
+        Destroying twice is harmless.  Raises ExecutionError (361001) if the
+        executor is running right now.
+        """
+        with self._hold("destroy"):
+            self._state = _DESTROYED
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._state != _DESTROYED:
+            self.destroy()
+        return False
+
+    # -- phase two -------------------------------------------------------------
+
+    def _hold(self, what):
+        if not self._lock.acquire(blocking=False):
+            raise ExecutionError(f"executor is running; {what} must wait until it finishes")
+        return _Release(self._lock)
+
+    def _check_usable(self):
+        if self._state == _DESTROYED:
+            raise ExecutionError("executor was destroyed")
+        if self._state == _CONSUMED:
+            raise ExecutionError(
+                "executor was already executed; a single-use executor runs once "
+                "(call set_repeatable() before the first run to reuse it)"
+            )
+
+    def _claim(self, workspace, workspace_size):
+        """Check phase two and, for a single-use executor, consume it.
+
+        The caller holds the lock.  The returned job captures the bound
+        arrays, kernel and workspace now, so a stream runs exactly what was
+        launched even if the executor is updated or destroyed meanwhile.
+        """
+        self._check_usable()
+        buf = _checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
+        if not self._repeatable:
+            self._state = _CONSUMED
+        return _Job(self._lock, self._kernel, self._args, buf, self.num_threads)
+
+    def _execute_now(self, workspace, workspace_size):
+        with self._hold("execute"):
+            self._claim(workspace, workspace_size).run_locked()
+
+    def _enqueue(self, workspace, workspace_size):
+        with self._hold("execute"):
+            return self._claim(workspace, workspace_size)
+
+
+class _Job:
+    """One claimed run of an executor."""
+
+    __slots__ = ("_lock", "_kernel", "_args", "_workspace", "_threads")
+
+    def __init__(self, lock, kernel, args, workspace, threads):
+        self._lock = lock
+        self._kernel = kernel
+        self._args = args
+        self._workspace = workspace
+        self._threads = threads
+
+    def run_locked(self):
+        """Run the kernel; the caller holds the executor's lock."""
+        ws = 0 if self._workspace is None else data_address(self._workspace)
+        self._kernel.run(
+            data_address(self._args.grad_out), data_address(self._args.grad_input),
+            ws, self._threads,
+        )
+
+    def __call__(self):
+        if not self._lock.acquire(blocking=False):
+            raise ExecutionError("executor is already running in another thread")
+        try:
+            self.run_locked()
+        finally:
+            self._lock.release()
+
+
+class _Release:
+    """Context manager that releases an already-acquired lock."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release()
+        return False
+
+
+def _checked_workspace(workspace, workspace_size, required, args):
+    """Check phase two's workspace arguments; return the buffer as an array, or None."""
+    if isinstance(workspace_size, (bool, np.bool_)) or not isinstance(workspace_size, numbers.Integral):
+        raise InvalidArgumentError(f"workspaceSize must be an integer, got {workspace_size!r}")
+    workspace_size = int(workspace_size)
+    if workspace_size < required:
+        raise ExecutionError(
+            f"workspaceSize must be at least {required} (what phase one returned), got {workspace_size}"
+        )
+    if workspace is None:
+        if required == 0:
+            return None
+        raise NullArgumentError(f"workspace must not be None (it needs {required} bytes)")
+    if isinstance(workspace, (bytes, bytearray, memoryview)):
+        buf = np.frombuffer(workspace, dtype=np.uint8)
+    else:
+        buf = as_array(workspace, "workspace")
+    if not buf.flags.c_contiguous:
+        raise ExecutionError("workspace must be one contiguous block of memory")
+    if not buf.flags.writeable:
+        raise ExecutionError("workspace must be writable, got a read-only buffer")
+    if buf.nbytes < workspace_size:
+        raise ExecutionError(
+            f"workspace must hold workspaceSize = {workspace_size} bytes, got {buf.nbytes}"
+        )
+    if required == 0:
+        return None
+    if buf.size > 1 and has_internal_overlap(buf):
+        raise ExecutionError("workspace must not overlap itself")
+    for name, arr in (("gradOut", args.grad_out), ("gradInput", args.grad_input)):
+        if arr.size and np.may_share_memory(buf, arr):
+            raise ExecutionError(f"workspace must not overlap {name}")
+    return buf
+
+
+def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_d,
+                       scales_h, scales_w, grad_input, num_threads=None):
+    """Phase one: validate a backward call and plan it.
+
+    The counterpart of ``aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize``.
+
+    Parameters
+    ----------
+    grad_out : array_like, shape (N, C, oD, oH, oW)
+        Gradient of the upsampled volume: float32, float64, float16 or
+        bfloat16 (``ml_dtypes``), any layout or strides.  Read, never written.
+    output_size : sequence of 3 int
+        ``(oD, oH, oW)``; must equal ``grad_out.shape[2:]``.
+    input_size : sequence of 5 int
+        ``(N, C, iD, iH, iW)``, the shape of ``grad_input``.
+    align_corners : bool
+        Corner-aligned (True) or half-pixel (False) coordinates.
+    scales_d, scales_h, scales_w : float
+        The forward's multipliers (output / input) per axis; <= 0 (or None)
+        means "not given".  Used, and checked against ``output_size``, only
+        when ``align_corners`` is False.
+    grad_input : ndarray, shape (N, C, iD, iH, iW)
+        Where the result goes: same dtype as ``grad_out``, writable, any
+        layout, not overlapping ``grad_out``.  Overwritten.
+    num_threads : int, optional
+        Threads for phase two; None follows OpenMP's default
+        (``OMP_NUM_THREADS``, ``threadpoolctl``) at the time of each run.
+
+    Returns
+    -------
+    workspace_size : int
+        Bytes of workspace phase two needs.
+    executor : Executor
+
+    Raises
+    ------
+    NullArgumentError
+        (161001) a required argument is None.
+    InvalidArgumentError
+        (161002) any rule of the contract is broken; nothing is written.
+    """
+    args = validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
+                    scales_w, grad_input)
+    executor = Executor(args, num_threads)
+    return executor.workspace_size, executor
+
+
+def alloc_workspace(workspace_size):
+    """Allocate a workspace: a 64-byte aligned, writable ``uint8`` array.
+
+    Parameters
+    ----------
+    workspace_size : int
+        Bytes, as returned by :func:`get_workspace_size`.
+
+    Returns
+    -------
+    ndarray of uint8, shape (workspace_size,)
+        Uninitialised: the kernels never read what they did not write.
+    """
+    if isinstance(workspace_size, (bool, np.bool_)) or not isinstance(workspace_size, numbers.Integral):
+        raise InvalidArgumentError(f"workspaceSize must be an integer, got {workspace_size!r}")
+    if workspace_size < 0:
+        raise InvalidArgumentError(f"workspaceSize must be >= 0, got {workspace_size}")
+    raw = np.empty(int(workspace_size) + 64, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + int(workspace_size)]
+
+
+def execute(workspace, workspace_size, executor, stream=None):
+    """Phase two: run an executor (``aclnnUpsampleTrilinear3dBackward``).
+
+    Parameters
+    ----------
+    workspace : buffer or None
+        At least ``workspace_size`` writable bytes, for example from
+        :func:`alloc_workspace`; None only when the size is 0.
+    workspace_size : int
+        The size phase one returned (or more).
+    executor : Executor
+        From :func:`get_workspace_size`.
+    stream : Stream, optional
+        None runs now and returns when ``grad_input`` is written.  A
+        :class:`Stream` enqueues the run and returns at once; call
+        ``stream.synchronize()`` before reading ``grad_input``.
+
+    Raises
+    ------
+    NullArgumentError
+        (161001) ``executor`` is None, or ``workspace`` is None but needed.
+    ExecutionError
+        (361001) the workspace is too small, read-only or overlaps an array;
+        the executor was consumed or destroyed, or is running right now.
+    """
+    if executor is None:
+        raise NullArgumentError("executor must not be None")
+    if not isinstance(executor, Executor):
+        raise InvalidArgumentError(
+            f"executor must be an Executor from get_workspace_size, got {type(executor).__name__}"
+        )
+    from ._stream import Stream
+
+    if stream is not None and not isinstance(stream, Stream):
+        raise InvalidArgumentError(f"stream must be a Stream or None, got {type(stream).__name__}")
+    if stream is None:
+        executor._execute_now(workspace, workspace_size)
+    else:
+        stream._submit(executor._enqueue(workspace, workspace_size))

@@ -1,0 +1,97 @@
+/*
+ * The W pass of channels-first rows: out[i] = sum_k w[i,k] * row[src[i,k]].
+ *
+ * The table is padded to `width` terms per output point (padding reads a zero
+ * sentinel with weight 0, which adds +0 and changes nothing) and stored in
+ * blocks of 8 output points, k-major inside a block:
+ *     index of (i, k) = (i / 8) * 8 * width + k * 8 + i % 8,
+ * so that the 8 weights and 8 source indices of one k load as vectors.  The
+ * portable path walks this table one point at a time.  The AVX2 path reads a
+ * block's 8 row elements for one k either with a gather or, when they lie in
+ * a window of 16 consecutive elements starting at window[block, k] >= 0, with
+ * two loads and in-register permutes (`rel` holds the offsets in the window,
+ * -1 for padding, whose lanes are zeroed).  Permutes cost a cycle where a
+ * gather costs about five; the row buffer keeps 16 spare elements so the
+ * window may run past its end.  Both paths add the same terms in the same
+ * order with separate multiply and add, so they round identically.
+ */
+#ifndef TRILINEAR_BWD_GATHER_H
+#define TRILINEAR_BWD_GATHER_H
+
+#include <stdint.h>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define TB_GATHER_BLOCK 8
+
+static inline void tb_gather_f32(float *restrict out, const float *restrict row,
+                                 const float *restrict weight, const int32_t *restrict src,
+                                 const int32_t *restrict rel, const int32_t *restrict window,
+                                 int64_t n, int64_t width)
+{
+    int64_t i = 0;
+#if defined(__AVX2__)
+    const __m256i seven = _mm256_set1_epi32(7), minus_one = _mm256_set1_epi32(-1);
+    for (; i + 8 <= n; i += 8) {
+        const float *w = weight + i * width;
+        const int32_t *s = src + i * width, *r = rel + i * width, *win = window + (i / 8) * width;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < width; ++k) {
+            __m256 x;
+            if (win[k] >= 0) {
+                const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
+                const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k]), idx);
+                const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
+                x = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
+                x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
+            } else {
+                x = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(s + 8 * k)), 4);
+            }
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
+        }
+        _mm256_storeu_ps(out + i, acc);
+    }
+#endif
+    (void)rel;
+    (void)window;
+    for (; i < n; ++i) {
+        const int64_t base = (i / 8) * 8 * width + i % 8;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < width; ++k)
+            acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
+        out[i] = acc;
+    }
+}
+
+static inline void tb_gather_f64(double *restrict out, const double *restrict row,
+                                 const double *restrict weight, const int32_t *restrict src,
+                                 int64_t n, int64_t width)
+{
+    int64_t i = 0;
+#if defined(__AVX2__)
+    for (; i + 8 <= n; i += 8) {
+        const double *w = weight + i * width;
+        const int32_t *s = src + i * width;
+        __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+        for (int64_t k = 0; k < width; ++k) {
+            __m256d xl = _mm256_i32gather_pd(row, _mm_loadu_si128((const __m128i *)(s + 8 * k)), 8);
+            __m256d xh = _mm256_i32gather_pd(row, _mm_loadu_si128((const __m128i *)(s + 8 * k + 4)), 8);
+            lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k), xl));
+            hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k + 4), xh));
+        }
+        _mm256_storeu_pd(out + i, lo);
+        _mm256_storeu_pd(out + i + 4, hi);
+    }
+#endif
+    for (; i < n; ++i) {
+        const int64_t base = (i / 8) * 8 * width + i % 8;
+        double acc = 0.0;
+        for (int64_t k = 0; k < width; ++k)
+            acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
+        out[i] = acc;
+    }
+}
+
+#endif

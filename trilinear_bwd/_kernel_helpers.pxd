@@ -1,0 +1,244 @@
+# Data structures and small inline helpers of the backward kernels.
+#
+# Everything here is ``noexcept nogil`` and trusts its arguments: the Python
+# layer (``_plan.py``) validates the call and fills a ``Problem`` once, at
+# phase one.  The helpers are compiled into each kernel variant, so they pick
+# up that variant's instruction set.
+#
+# Arithmetic contract, shared by every layout and variant: each output element
+# of a pass is ``((0 + w0*x0) + w1*x1) + ...`` over its terms in a fixed order.
+# Because the order never depends on the layout, the thread or the ISA, the
+# result is bitwise identical across all of them.
+
+from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.string cimport memset
+from cython cimport floating
+
+cdef extern from "_convert.h" nogil:
+    float tb_half_to_float(uint16_t h) noexcept
+    uint16_t tb_float_to_half(float f) noexcept
+    float tb_bf16_to_float(uint16_t h) noexcept
+    uint16_t tb_float_to_bf16(float f) noexcept
+    float tb_half_to_float_soft(uint16_t h) noexcept
+    uint16_t tb_float_to_half_soft(float f) noexcept
+    void tb_half_to_float_n(float* dst, const uint16_t* src, int64_t n) noexcept
+    void tb_float_to_half_n(uint16_t* dst, const float* src, int64_t n) noexcept
+    int tb_have_f16c() noexcept
+
+cdef extern from "_store.h" nogil:
+    void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
+    void tb_store_fence() noexcept
+
+cdef extern from "_gather.h" nogil:
+    void tb_gather_f32(float* out, const float* row, const float* weight,
+                       const int32_t* src, const int32_t* rel, const int32_t* window,
+                       int64_t n, int64_t width) noexcept
+    void tb_gather_f64(double* out, const double* row, const double* weight,
+                       const int32_t* src, int64_t n, int64_t width) noexcept
+
+
+cdef enum:
+    DT_FLOAT32 = 0
+    DT_FLOAT64 = 1
+    DT_FLOAT16 = 2
+    DT_BFLOAT16 = 3
+
+
+ctypedef struct Axis:
+    # The backward of one axis in gather form: input point i receives the terms
+    # ptr[i] <= t < ptr[i+1], each ``weight[t] * x[src[t]]``, with src
+    # increasing (and, at an index where x0 == x1, the l0 term before l1).
+    int64_t n_in
+    const int64_t* ptr
+    const int64_t* src
+    const void* weight
+    # The same terms padded to ``width`` per input point and blocked by 8
+    # points, for the channels-first W pass (see _gather.h).
+    int64_t width
+    const int32_t* padded_src
+    const void* padded_weight
+    const int32_t* padded_rel
+    const int32_t* window
+
+
+ctypedef struct Row:
+    # One row of a (D, H) plane: n_outer groups of n_inner elements, with
+    # element strides s_outer and s_inner.  Rows that are one contiguous run
+    # are described with n_outer == 1.
+    int64_t n_outer
+    int64_t s_outer
+    int64_t n_inner
+    int64_t s_inner
+
+
+ctypedef struct Volume:
+    # Element strides of an array: slice b = (b1, b2), then D and H; ``row``
+    # covers W and, in channels-last mode, C.
+    int64_t s_b1
+    int64_t s_b2
+    int64_t s_d
+    int64_t s_h
+    Row row
+
+
+ctypedef struct Problem:
+    int dtype              # DT_* of both arrays
+    bint direct            # grad_out rows are read in place (accumulation type, unit stride)
+    bint stream            # grad_input rows are unit-stride and written with streaming stores
+    int64_t nb2            # slice b is (b // nb2, b % nb2)
+    int64_t n_items        # slices * input planes: the units of parallel work
+    int64_t oh
+    int64_t id
+    int64_t ih
+    int64_t v              # elements per W position: C in channels-last mode, else 1
+    int64_t L              # elements in one grad_out row: oW * v
+    Volume gout
+    Volume gin
+    Axis ax_d
+    Axis ax_h
+    Axis ax_w
+    int64_t h_stride       # elements between rows of acc_h: L, a sentinel, 16 spare
+    int64_t off_acch       # element offsets of the scratch buffers in a thread's slot
+    int64_t off_conv
+    int64_t off_out
+    int64_t off_narrow     # byte offset: a grad_input row in its 16-bit storage type
+    int64_t slot_bytes     # bytes per thread slot, a multiple of 64
+
+
+cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
+    memset(x, 0, n * sizeof(floating))
+
+
+cdef inline void axpy(floating* acc, floating w, const floating* x, int64_t n,
+                      bint first) noexcept nogil:
+    # acc = (first ? 0 : acc) + w * x.  The explicit ``0 +`` keeps the first
+    # term's rounding identical to every later one (and turns -0 into +0, as a
+    # zero-initialised accumulator does); the compiler may not drop it.
+    cdef int64_t k
+    if first:
+        for k in range(n):
+            acc[k] = <floating>0 + w * x[k]
+    else:
+        for k in range(n):
+            acc[k] = acc[k] + w * x[k]
+
+
+cdef inline void load_row(floating* dst, const char* base, int64_t off,
+                          const Row* r, int dtype) noexcept nogil:
+    # Gather one grad_out row into contiguous accumulation-type elements.
+    cdef int64_t o, k, n = r.n_inner, si = r.s_inner, so = r.s_outer
+    cdef const float* f32
+    cdef const double* f64
+    cdef const uint16_t* u16
+    cdef bint unit = r.n_outer == 1 and si == 1
+    if dtype == DT_FLOAT32:
+        f32 = (<const float*> base) + off
+        for o in range(r.n_outer):
+            for k in range(n):
+                dst[o * n + k] = f32[o * so + k * si]
+    elif dtype == DT_FLOAT64:
+        if floating is double:
+            f64 = (<const double*> base) + off
+            for o in range(r.n_outer):
+                for k in range(n):
+                    dst[o * n + k] = f64[o * so + k * si]
+    elif dtype == DT_FLOAT16:
+        if floating is float:
+            u16 = (<const uint16_t*> base) + off
+            if unit:
+                tb_half_to_float_n(dst, u16, n)
+            else:
+                for o in range(r.n_outer):
+                    for k in range(n):
+                        dst[o * n + k] = tb_half_to_float(u16[o * so + k * si])
+    else:
+        if floating is float:
+            u16 = (<const uint16_t*> base) + off
+            if unit:
+                for k in range(n):
+                    dst[k] = tb_bf16_to_float(u16[k])
+            else:
+                for o in range(r.n_outer):
+                    for k in range(n):
+                        dst[o * n + k] = tb_bf16_to_float(u16[o * so + k * si])
+
+
+cdef inline void store_row(char* base, int64_t off, const floating* src,
+                           const Row* r, int dtype, bint stream, void* narrow) noexcept nogil:
+    # Scatter one finished grad_input row, rounding once to the storage type.
+    # Streamed rows are unit-stride: rounded into ``narrow`` if need be, then
+    # copied with non-temporal stores.
+    cdef int64_t o, k, n = r.n_inner, si = r.s_inner, so = r.s_outer
+    cdef float* f32
+    cdef double* f64
+    cdef uint16_t* u16
+    cdef bint unit = r.n_outer == 1 and si == 1
+    if stream:
+        if dtype == DT_FLOAT32 or dtype == DT_FLOAT64:
+            tb_stream_copy(base + off * sizeof(floating), src, n * sizeof(floating))
+            return
+        u16 = <uint16_t*> narrow
+        if floating is float:
+            if dtype == DT_FLOAT16:
+                tb_float_to_half_n(u16, src, n)
+            else:
+                for k in range(n):
+                    u16[k] = tb_float_to_bf16(src[k])
+        tb_stream_copy(base + off * 2, narrow, n * 2)
+        return
+    if dtype == DT_FLOAT32:
+        f32 = (<float*> base) + off
+        if unit:
+            for k in range(n):
+                f32[k] = <float> src[k]
+        else:
+            for o in range(r.n_outer):
+                for k in range(n):
+                    f32[o * so + k * si] = <float> src[o * n + k]
+    elif dtype == DT_FLOAT64:
+        f64 = (<double*> base) + off
+        for o in range(r.n_outer):
+            for k in range(n):
+                f64[o * so + k * si] = src[o * n + k]
+    elif dtype == DT_FLOAT16:
+        if floating is float:
+            u16 = (<uint16_t*> base) + off
+            if unit:
+                tb_float_to_half_n(u16, src, n)
+            else:
+                for o in range(r.n_outer):
+                    for k in range(n):
+                        u16[o * so + k * si] = tb_float_to_half(src[o * n + k])
+    else:
+        if floating is float:
+            u16 = (<uint16_t*> base) + off
+            for o in range(r.n_outer):
+                for k in range(n):
+                    u16[o * so + k * si] = tb_float_to_bf16(src[o * n + k])
+
+
+cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
+                        int64_t v, int64_t L) noexcept nogil:
+    # The W backward of one row (``row`` has a zero sentinel at index L and
+    # room for 16 elements after it).
+    # With C channels per position it is an axpy over C contiguous channels;
+    # with one (channels-first) it is a gather along the row over the padded
+    # table, 8 output points at a time where AVX2 exists.
+    cdef const floating* w = <const floating*> ax.weight
+    cdef const floating* pw = <const floating*> ax.padded_weight
+    cdef const int32_t* ps = ax.padded_src
+    cdef int64_t i, t, t0, t1
+    if v == 1:
+        row[L] = 0
+        if floating is float:
+            tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.n_in, ax.width)
+        else:
+            tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width)
+    else:
+        for i in range(ax.n_in):
+            t0 = ax.ptr[i]
+            t1 = ax.ptr[i + 1]
+            if t0 == t1:
+                fill_zero(out + i * v, v)
+            for t in range(t0, t1):
+                axpy(out + i * v, w[t], row + ax.src[t] * v, v, t == t0)

@@ -1,0 +1,205 @@
+# The backward kernel, compiled once per instruction-set variant: see
+# _kernels_baseline.pyx and _kernels_avx2.pyx, which only include this file.
+#
+# Work is split into items (slice b, input plane a).  An item reads the
+# grad_out planes that feed plane a, reduces them over D (vectorised along the
+# contiguous row), then each H row, then W, and writes grad_input plane a of
+# slice b once.  Items share nothing but read-only input, so any static
+# split across threads - over slices, or inside one slice when there are few -
+# computes every value with the same operations in the same order.
+
+from libc.stdint cimport int32_t, int64_t, uint16_t, uintptr_t
+from cython cimport floating
+from cython.parallel cimport prange
+
+from trilinear_bwd._kernel_helpers cimport (
+    DT_FLOAT64,
+    Axis,
+    Problem,
+    Row,
+    Volume,
+    axpy,
+    fill_zero,
+    load_row,
+    store_row,
+    tb_float_to_half,
+    tb_float_to_half_soft,
+    tb_half_to_float,
+    tb_half_to_float_soft,
+    tb_have_f16c,
+    tb_store_fence,
+    w_pass,
+)
+from trilinear_bwd._openmp cimport omp_get_thread_num
+
+import numpy as np
+
+
+cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
+                 int64_t item) noexcept nogil:
+    cdef int64_t b = item // p.id
+    cdef int64_t a = item - b * p.id
+    cdef int64_t b1 = b // p.nb2
+    cdef int64_t b2 = b - b1 * p.nb2
+    cdef int64_t L = p.L
+    cdef floating* acc_d = ws
+    cdef floating* acc_h = ws + p.off_acch
+    cdef floating* conv = ws + p.off_conv
+    cdef floating* out = ws + p.off_out
+    cdef const floating* wd = <const floating*> p.ax_d.weight
+    cdef const floating* wh = <const floating*> p.ax_h.weight
+    cdef const floating* src
+    cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
+    cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
+    cdef int64_t t0 = p.ax_d.ptr[a]
+    cdef int64_t t1 = p.ax_d.ptr[a + 1]
+    cdef int64_t t, y, row, off
+
+    # D: the grad_out planes that feed input plane a, summed one H row at a
+    # time so that the accumulated row stays in L1 while the planes stream by.
+    if t0 == t1:
+        fill_zero(acc_d, p.oh * L)
+    else:
+        for y in range(p.oh):
+            for t in range(t0, t1):
+                off = go_base + p.ax_d.src[t] * p.gout.s_d + y * p.gout.s_h
+                if p.direct:
+                    src = (<const floating*> gout) + off
+                else:
+                    load_row(conv, gout, off, &p.gout.row, p.dtype)
+                    src = conv
+                axpy(acc_d + y * L, wd[t], src, L, t == t0)
+
+    # H for the whole plane, then W row by row: the W pass reads windows of
+    # a row at unaligned offsets, which would stall on the H pass's vector
+    # stores if it followed them immediately.
+    for row in range(p.ih):
+        t0 = p.ax_h.ptr[row]
+        t1 = p.ax_h.ptr[row + 1]
+        if t0 == t1:
+            fill_zero(acc_h + row * p.h_stride, L)
+        for t in range(t0, t1):
+            axpy(acc_h + row * p.h_stride, wh[t], acc_d + p.ax_h.src[t] * L, L, t == t0)
+    for row in range(p.ih):
+        w_pass(out, acc_h + row * p.h_stride, &p.ax_w, p.v, L)
+        store_row(gin, gi_base + row * p.gin.s_h, out, &p.gin.row, p.dtype, p.stream,
+                  <void*> ((<char*> ws) + p.off_narrow))
+    if p.stream:
+        tb_store_fence()
+
+
+cdef void _run(const Problem* p, const char* gout, char* gin, char* ws,
+               int n_threads) noexcept nogil:
+    cdef int64_t item
+    # Slots start on a cache line; the workspace size includes the 64 bytes
+    # of slack this may need, so any buffer the caller passes is usable.
+    cdef char* base = <char*> ((<uintptr_t> ws + 63) & ~(<uintptr_t> 63))
+    if p.dtype == DT_FLOAT64:
+        for item in prange(p.n_items, schedule="static", num_threads=n_threads):
+            _plane[double](p, gout, gin,
+                           <double*> (base + omp_get_thread_num() * p.slot_bytes), item)
+    else:
+        for item in prange(p.n_items, schedule="static", num_threads=n_threads):
+            _plane[float](p, gout, gin,
+                          <float*> (base + omp_get_thread_num() * p.slot_bytes), item)
+
+
+cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
+    ptr = np.ascontiguousarray(tables["ptr"], dtype=np.int64)
+    src = np.ascontiguousarray(tables["src"], dtype=np.int64)
+    weight = np.ascontiguousarray(tables["weight"])
+    padded_src = np.ascontiguousarray(tables["padded_src"], dtype=np.int32)
+    padded_weight = np.ascontiguousarray(tables["padded_weight"])
+    padded_rel = np.ascontiguousarray(tables["padded_rel"], dtype=np.int32)
+    window = np.ascontiguousarray(tables["window"], dtype=np.int32)
+    keep.extend((ptr, src, weight, padded_src, padded_weight, padded_rel, window))
+    ax.n_in = ptr.shape[0] - 1
+    ax.ptr = <const int64_t*> <uintptr_t> ptr.ctypes.data
+    ax.src = <const int64_t*> <uintptr_t> src.ctypes.data
+    ax.weight = <const void*> <uintptr_t> weight.ctypes.data
+    ax.width = tables["width"]
+    ax.padded_src = <const int32_t*> <uintptr_t> padded_src.ctypes.data
+    ax.padded_weight = <const void*> <uintptr_t> padded_weight.ctypes.data
+    ax.padded_rel = <const int32_t*> <uintptr_t> padded_rel.ctypes.data
+    ax.window = <const int32_t*> <uintptr_t> window.ctypes.data
+
+
+cdef void _fill_volume(Volume* vol, tuple s) except *:
+    vol.s_b1, vol.s_b2, vol.s_d, vol.s_h = s[0], s[1], s[2], s[3]
+    vol.row.n_outer, vol.row.s_outer, vol.row.n_inner, vol.row.s_inner = s[4]
+
+
+cdef class KernelPlan:
+    """A validated problem, frozen into the C struct the kernel reads.
+
+    Built by ``trilinear_bwd._plan`` from already-checked values; it performs
+    no validation of its own.  ``run`` releases the GIL.
+    """
+
+    cdef Problem p
+    cdef list _keep
+
+    def __cinit__(self, dict spec):
+        self._keep = []
+        self.p.dtype = spec["dtype_code"]
+        self.p.direct = spec["direct"]
+        self.p.stream = spec["stream"]
+        self.p.nb2 = spec["nb2"]
+        self.p.n_items = spec["n_items"]
+        self.p.oh = spec["oh"]
+        self.p.id = spec["id"]
+        self.p.ih = spec["ih"]
+        self.p.v = spec["v"]
+        self.p.L = spec["L"]
+        _fill_volume(&self.p.gout, spec["gout"])
+        _fill_volume(&self.p.gin, spec["gin"])
+        _fill_axis(&self.p.ax_d, spec["axis_d"], self._keep)
+        _fill_axis(&self.p.ax_h, spec["axis_h"], self._keep)
+        _fill_axis(&self.p.ax_w, spec["axis_w"], self._keep)
+        self.p.off_acch = spec["off_acch"]
+        self.p.h_stride = spec["h_stride"]
+        self.p.off_conv = spec["off_conv"]
+        self.p.off_out = spec["off_out"]
+        self.p.off_narrow = spec["off_narrow"]
+        self.p.slot_bytes = spec["slot_bytes"]
+
+    def run(self, uintptr_t gout, uintptr_t gin, uintptr_t workspace, int n_threads):
+        """Compute grad_input at address ``gin`` from grad_out at ``gout``.
+
+        Parameters
+        ----------
+        gout, gin, workspace : int
+            Addresses of element [0, 0, 0, 0, 0] of each array and of the
+            workspace's first byte.
+        n_threads : int
+            Team size; at most the number of slots the workspace was sized for.
+        """
+        if self.p.n_items == 0:
+            return
+        with nogil:
+            _run(&self.p, <const char*> gout, <char*> gin, <char*> workspace, n_threads)
+
+
+def has_f16c():
+    """Return True if this variant converts float16 with F16C instructions."""
+    return bool(tb_have_f16c())
+
+
+def half_to_float_bits(const uint16_t[::1] src, bint soft=False):
+    """Widen binary16 bit patterns to float32 with this variant's converter (tests)."""
+    out = np.empty(src.shape[0], dtype=np.float32)
+    cdef float[::1] dst = out
+    cdef Py_ssize_t k
+    for k in range(src.shape[0]):
+        dst[k] = tb_half_to_float_soft(src[k]) if soft else tb_half_to_float(src[k])
+    return out
+
+
+def float_to_half_bits(const float[::1] src, bint soft=False):
+    """Round float32 values to binary16 bit patterns with this variant's converter (tests)."""
+    out = np.empty(src.shape[0], dtype=np.uint16)
+    cdef uint16_t[::1] dst = out
+    cdef Py_ssize_t k
+    for k in range(src.shape[0]):
+        dst[k] = tb_float_to_half_soft(src[k]) if soft else tb_float_to_half(src[k])
+    return out

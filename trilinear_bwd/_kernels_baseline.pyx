@@ -1,0 +1,2 @@
+# The kernels for any processor of the target architecture.
+include "_kernels.pxi"

@@ -1,0 +1,177 @@
+"""From a validated call to the kernel's plan: layout mode, strides, tables, workspace.
+
+Layout modes
+------------
+The kernel sees each array as slices of ``(D, H, row)`` where a row is what
+one (D, H) position holds:
+
+* channels-first (NCDHW and most strided views): a slice per (n, c) and a row
+  of W elements;
+* channels-last (NDHWC, chosen when C is the innermost non-trivial axis of
+  ``grad_out``): a slice per n and a row of W x C elements, C innermost.
+
+Either way the D and H passes run along contiguous rows and vectorise; only
+the layout of ``grad_out`` decides the mode, and ``grad_input`` is written
+through its own strides, whatever they are.
+
+Workspace
+---------
+One slot per thread, each region starting on a 64-byte line, in the
+accumulation type (float32, or float64 for float64 data):
+
+* ``acc_d``: oH rows of grad_out, summed over D for the plane in progress;
+* ``acc_h``: the plane summed over H (iH rows, each with room for the zero
+  sentinel and 16 spare elements that the W gather reads past its end);
+* ``conv``: one grad_out row converted to the accumulation type (only when
+  rows cannot be read in place: float16/bfloat16, or non-unit row strides);
+* ``out``: one finished grad_input row before it is rounded and stored;
+* ``narrow``: that row rounded to float16/bfloat16, when grad_input is large
+  enough to be written with streaming stores.
+
+plus 64 bytes so that an unaligned workspace can be aligned inside.
+"""
+
+from dataclasses import dataclass
+
+from ._tables import axis_table
+
+LINE = 64
+# grad_input larger than this is written with streaming stores (see _store.h).
+STREAM_BYTES = 16 * 2**20
+
+
+def _round_up(nbytes):
+    return -(-nbytes // LINE) * LINE
+
+
+def _row(n_outer, s_outer, n_inner, s_inner):
+    """Describe a row; fold it into one run where the strides allow."""
+    if n_inner == 1:
+        n_inner, s_inner, n_outer, s_outer = n_outer, s_outer, 1, 0
+    if n_inner == 1:
+        s_inner = 1
+    if n_outer == 1:
+        s_outer = 0
+    elif s_outer == n_inner * s_inner:
+        n_inner, n_outer, s_outer = n_inner * n_outer, 1, 0
+    return (n_outer, s_outer, n_inner, s_inner)
+
+
+def is_channels_last(arr):
+    """Return True if C is the innermost non-trivial axis of a 5-D array."""
+    n, c = arr.shape[:2]
+    if c <= 1:
+        return False
+    sc = abs(arr.strides[1])
+    spatial = [abs(s) for s, k in zip(arr.strides[2:], arr.shape[2:]) if k > 1]
+    return all(sc < s for s in spatial)
+
+
+def _volume(arr, channels_last):
+    s = [st // arr.itemsize for st in arr.strides]
+    n, c, d, h, w = arr.shape
+    if channels_last:
+        return (s[0], 0, s[2], s[3], _row(w, s[4], c, s[1]))
+    return (s[0], s[1], s[2], s[3], _row(1, 0, w, s[4]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything phase two needs, decided at phase one.
+
+    Attributes
+    ----------
+    spec : dict
+        The values the Cython ``KernelPlan`` is built from.
+    n_slots : int
+        Thread slots in the workspace: the most threads a run may use.
+    workspace_size : int
+        Bytes of workspace a run needs.
+    channels_last : bool
+        The layout mode chosen from ``grad_out``.
+    """
+
+    spec: dict
+    n_slots: int
+    workspace_size: int
+    channels_last: bool
+
+
+def make_plan(args, n_threads):
+    """Build the plan of a validated call for up to ``n_threads`` threads.
+
+    Parameters
+    ----------
+    args : trilinear_bwd._validate.Arguments
+    n_threads : int
+        The team size the caller asked for (>= 1).
+
+    Returns
+    -------
+    Plan
+    """
+    go, gi = args.grad_out, args.grad_input
+    n, c, od, oh, ow = go.shape
+    _, _, id_, ih, iw = gi.shape
+    acc = args.acc_dtype
+    channels_last = is_channels_last(go)
+    v = c if channels_last else 1
+    length = ow * v
+    gout = _volume(go, channels_last)
+    gin = _volume(gi, channels_last)
+    row = gout[4]
+    direct = args.dtype_code in (0, 1) and row[0] == 1 and row[3] == 1
+    stream = gin[4][0] == 1 and gin[4][3] == 1 and gi.nbytes >= STREAM_BYTES
+
+    # Each acc_h row keeps the zero sentinel of the padded W table and 16
+    # spare elements for the windowed reads of _gather.h; rows start on a line.
+    h_stride = _round_up((length + 17) * acc.itemsize) // acc.itemsize
+    sizes = [oh * length, ih * h_stride, 0 if direct else length, iw * v]
+    narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
+    offsets, slot = [], 0
+    for count in sizes:
+        offsets.append(slot // acc.itemsize)
+        slot += _round_up(count * acc.itemsize)
+    offsets.append(slot)  # in bytes: the narrow row is not in the accumulation type
+    slot += _round_up(narrow_bytes)
+
+    slices = n if channels_last else n * c
+    n_items = slices * id_
+    n_slots = max(1, min(n_threads, n_items))
+    workspace = n_slots * slot + LINE if n_items else 0
+    tables = [
+        axis_table(i, o, args.align_corners, s, acc, sentinel=sentinel)
+        for i, o, s, sentinel in zip(
+            (id_, ih, iw), (od, oh, ow), args.scales, (None, None, None if v > 1 else length)
+        )
+    ]
+    spec = {
+        "dtype_code": args.dtype_code,
+        "direct": direct,
+        "stream": stream,
+        "nb2": 1 if channels_last else c,
+        "n_items": n_items,
+        "oh": oh,
+        "id": id_,
+        "ih": ih,
+        "v": v,
+        "L": length,
+        "gout": gout,
+        "gin": gin,
+        "axis_d": tables[0],
+        "axis_h": tables[1],
+        "axis_w": tables[2],
+        "off_acch": offsets[1],
+        "h_stride": h_stride,
+        "off_conv": offsets[2],
+        "off_out": offsets[3],
+        "off_narrow": offsets[4],
+        "slot_bytes": slot,
+    }
+    return Plan(spec, n_slots, workspace, channels_last)
+
+
+def data_address(arr):
+    """Address of element [0, 0, 0, 0, 0] of ``arr`` (valid for any strides)."""
+    return arr.__array_interface__["data"][0] if arr.size else 0
+

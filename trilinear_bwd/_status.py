@@ -1,0 +1,63 @@
+"""Status codes of the CANN operator and the exceptions that carry them."""
+
+ACLNN_SUCCESS = 0
+ACLNN_ERR_PARAM_NULLPTR = 161001
+ACLNN_ERR_PARAM_INVALID = 161002
+ACLNN_ERR_RUNTIME_ERROR = 361001
+ACLNN_ERR_INNER = 561000
+
+STATUS_NAMES = {
+    ACLNN_SUCCESS: "ACLNN_SUCCESS",
+    ACLNN_ERR_PARAM_NULLPTR: "ACLNN_ERR_PARAM_NULLPTR",
+    ACLNN_ERR_PARAM_INVALID: "ACLNN_ERR_PARAM_INVALID",
+    ACLNN_ERR_RUNTIME_ERROR: "ACLNN_ERR_RUNTIME_ERROR",
+    ACLNN_ERR_INNER: "ACLNN_ERR_INNER",
+}
+
+
+class AclnnError(Exception):
+    """Base of every error this library raises for a bad call.
+
+    Attributes
+    ----------
+    status : int
+        The CANN status code (``ACLNN_ERR_*``) that ``trilinear_bwd.aclnn``
+        would return for the same call.
+    """
+
+    status = ACLNN_ERR_INNER
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self):
+        return f"{self.message} [{STATUS_NAMES[self.status]} {self.status}]"
+
+
+class NullArgumentError(AclnnError, ValueError):
+    """A required argument is None (161001, ``ACLNN_ERR_PARAM_NULLPTR``)."""
+
+    status = ACLNN_ERR_PARAM_NULLPTR
+
+
+class InvalidArgumentError(AclnnError, ValueError):
+    """An argument breaks a rule of the operator (161002, ``ACLNN_ERR_PARAM_INVALID``)."""
+
+    status = ACLNN_ERR_PARAM_INVALID
+
+
+class ExecutionError(AclnnError, RuntimeError):
+    """Phase two was misused (361001, ``ACLNN_ERR_RUNTIME_ERROR``).
+
+    Raised for a workspace that is too small or read-only, and for an executor
+    that was already consumed, destroyed, or is running right now.
+    """
+
+    status = ACLNN_ERR_RUNTIME_ERROR
+
+
+class InternalError(AclnnError, RuntimeError):
+    """A failure that is not the caller's fault (561000, ``ACLNN_ERR_INNER``)."""
+
+    status = ACLNN_ERR_INNER

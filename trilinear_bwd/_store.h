@@ -1,0 +1,47 @@
+/*
+ * Streaming (non-temporal) stores for large outputs.
+ *
+ * An ordinary store first reads the destination line into the cache (a
+ * "read for ownership"), so writing a large grad_input that is not in cache
+ * costs twice its size in memory traffic.  Non-temporal stores skip that
+ * read; the kernel uses them when grad_input is much larger than the caches
+ * would keep anyway (decided at phase one), and fences each plane so the
+ * data is globally visible before the threads join.  On other processors
+ * the functions fall back to plain copies.
+ */
+#ifndef TRILINEAR_BWD_STORE_H
+#define TRILINEAR_BWD_STORE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+static inline void tb_stream_copy(void *dst, const void *src, int64_t nbytes)
+{
+#if defined(__SSE2__)
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    int64_t head = (int64_t)((16 - ((uintptr_t)d & 15)) & 15);
+    if (head > nbytes)
+        head = nbytes;
+    memcpy(d, s, (size_t)head);
+    d += head, s += head, nbytes -= head;
+    for (; nbytes >= 16; d += 16, s += 16, nbytes -= 16)
+        _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
+    memcpy(d, s, (size_t)nbytes);
+#else
+    memcpy(dst, src, (size_t)nbytes);
+#endif
+}
+
+static inline void tb_store_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+#endif

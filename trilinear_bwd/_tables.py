@@ -1,0 +1,109 @@
+"""Per-axis source indices and weights, computed once in float64 (spec, "Precision")."""
+
+import numpy as np
+
+
+def axis_coefficients(n_in, n_out, align_corners, scale):
+    """Return the forward interpolation coefficients of one axis.
+
+    Output point ``j`` reads ``l0[j] * x[x0[j]] + l1[j] * x[x1[j]]``.
+
+    Parameters
+    ----------
+    n_in, n_out : int
+        Input and output points on the axis (both > 0).
+    align_corners : bool
+        Corner-aligned (True) or half-pixel (False) coordinates.
+    scale : float
+        The user's forward multiplier for the axis; <= 0 means "not given".
+        Only used when ``align_corners`` is False.
+
+    Returns
+    -------
+    x0, x1 : ndarray of int64, shape (n_out,)
+    l0, l1 : ndarray of float64, shape (n_out,)
+    """
+    j = np.arange(n_out, dtype=np.int64)
+    if n_in == n_out:
+        # The identity, whatever the scale (as PyTorch and CANN do).
+        return j, j.copy(), np.ones(n_out), np.zeros(n_out)
+    if align_corners:
+        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        src = j * step
+    else:
+        step = 1.0 / scale if scale > 0 else n_in / n_out
+        src = np.maximum((j + 0.5) * step - 0.5, 0.0)
+    x0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    x1 = np.minimum(x0 + 1, n_in - 1)
+    l1 = np.clip(src - x0, 0.0, 1.0)
+    l0 = 1.0 - l1
+    return x0, x1, l0, l1
+
+
+def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
+    """Return the backward of one axis in gather (CSR) form.
+
+    Input point ``i`` receives the terms ``ptr[i] <= t < ptr[i+1]``, each
+    ``weight[t] * g[src[t]]``.  Terms are ordered by output point; where
+    ``x0 == x1`` the ``l0`` term comes before the ``l1`` term.  Zero weights
+    are kept, so that NaN and Inf propagate as in PyTorch.
+
+    Parameters
+    ----------
+    n_in, n_out, align_corners, scale
+        As for :func:`axis_coefficients`.
+    dtype : numpy dtype
+        The accumulation type the weights are rounded to (float32 or float64).
+    sentinel : int, optional
+        Index of a zero the kernel keeps after the row it gathers from.  When
+        given, the table also holds the terms padded to the same count per
+        input point, the padding being ``0 * row[sentinel]`` (adding +0 leaves
+        every sum unchanged), in blocks of 8 points for the vector gather.
+
+    Returns
+    -------
+    dict
+        ``ptr`` (int64, n_in + 1), ``src`` (int64, 2 * n_out) and ``weight``
+        (``dtype``, 2 * n_out), plus ``max_terms``, the longest sum.
+    """
+    x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale)
+    target = np.stack([x0, x1], axis=1).ravel()
+    source = np.repeat(np.arange(n_out, dtype=np.int64), 2)
+    weight = np.stack([l0, l1], axis=1).ravel()
+    order = np.argsort(target, kind="stable")
+    counts = np.bincount(target, minlength=n_in)
+    ptr = np.zeros(n_in + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    src = np.ascontiguousarray(source[order])
+    weight = np.ascontiguousarray(weight[order].astype(dtype))
+    width = int(counts.max()) if n_in else 0
+    table = {"ptr": ptr, "src": src, "weight": weight, "max_terms": width}
+    if sentinel is None:
+        width = 0
+    blocks = -(-n_in // 8)
+    padded_src = np.full((blocks * 8, width), sentinel or 0, dtype=np.int32)
+    padded_weight = np.zeros((blocks * 8, width), dtype=dtype)
+    real = np.zeros((blocks * 8, width), dtype=bool)
+    if width:
+        slot = np.arange(2 * n_out) - np.repeat(ptr[:-1], counts)
+        padded_src[target[order], slot] = src
+        padded_weight[target[order], slot] = weight
+        real[target[order], slot] = True
+    # Blocks of 8 points, k-major inside a block (the layout _gather.h reads).
+    padded_src = padded_src.reshape(blocks, 8, width).transpose(0, 2, 1)
+    padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
+    real = real.reshape(blocks, 8, width).transpose(0, 2, 1)
+    # Where a block's 8 real sources for one k lie within 16 consecutive
+    # elements, the vector path reads them as a window instead of a gather.
+    lowest = np.where(real, padded_src, np.iinfo(np.int32).max).min(axis=2)
+    highest = np.where(real, padded_src, -1).max(axis=2)
+    lowest = np.where(highest < 0, 0, lowest)
+    window = np.where(highest - lowest < 16, lowest, -1).astype(np.int32)
+    padded_rel = np.where(real, padded_src - lowest[:, :, None], -1).astype(np.int32)
+    padded_src = padded_src.ravel()
+    padded_weight = padded_weight.ravel()
+    padded_rel = padded_rel.ravel()
+    window = window.ravel()
+    table.update(width=width, padded_src=padded_src, padded_weight=padded_weight,
+                 padded_rel=padded_rel, window=window)
+    return table

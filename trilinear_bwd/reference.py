@@ -1,0 +1,174 @@
+"""A slow, plain-NumPy reference of the operator, in float64.
+
+Written straight from the contract (``spec/operator.md``) and independent of
+the fast path: the coordinate formula is transcribed per output point, and the
+backward scatters every output voxel onto its 8 input voxels with the product
+of the three weights -- the formula applied directly, not separably.  Used by
+the tests and by ``python -m trilinear_bwd`` to check the kernels; far too slow
+for real work.
+"""
+
+import math
+
+import numpy as np
+
+
+def source_coefficients(n_in, n_out, align_corners, scale=0.0):
+    """Per output point of one axis: ``(x0, x1, l0, l1)``, transcribed from the spec.
+
+    Parameters
+    ----------
+    n_in, n_out : int
+        Input and output points on the axis.
+    align_corners : bool
+    scale : float
+        The forward multiplier; <= 0 means "not given".
+
+    Returns
+    -------
+    list of tuple
+        ``n_out`` tuples ``(x0, x1, l0, l1)``.
+    """
+    coefficients = []
+    for j in range(n_out):
+        if n_in == n_out:
+            coefficients.append((j, j, 1.0, 0.0))
+            continue
+        if align_corners:
+            step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+            src = j * step
+        else:
+            step = 1.0 / scale if scale > 0 else n_in / n_out
+            src = max(0.0, (j + 0.5) * step - 0.5)
+        x0 = min(math.floor(src), n_in - 1)
+        x1 = min(x0 + 1, n_in - 1)
+        l1 = min(max(src - x0, 0.0), 1.0)
+        coefficients.append((x0, x1, 1.0 - l1, l1))
+    return coefficients
+
+
+def _corners(n_in, n_out, align_corners, scale):
+    """Two (index, weight) pairs of arrays, one per corner of the axis."""
+    c = np.array(source_coefficients(n_in, n_out, align_corners, scale), dtype=np.float64)
+    c = c.reshape(n_out, 4)
+    return [(c[:, 0].astype(np.int64), c[:, 2]), (c[:, 1].astype(np.int64), c[:, 3])]
+
+
+def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
+    """The backward of trilinear upsampling, summed voxel by voxel in float64.
+
+    Parameters
+    ----------
+    grad_out : array_like, shape (N, C, oD, oH, oW)
+    input_size : sequence of 5 int
+        ``(N, C, iD, iH, iW)``.
+    align_corners : bool
+    scales : sequence of 3 float
+
+    Returns
+    -------
+    ndarray of float64, shape ``input_size``
+        ``grad_input[n, c, a, b, e] = sum over (x, y, z) of
+        grad_out[n, c, x, y, z] * wD(x -> a) * wH(y -> b) * wW(z -> e)``.
+    """
+    g = np.asarray(grad_out).astype(np.float64)
+    n, c, od, oh, ow = g.shape
+    _, _, id_, ih, iw = (int(v) for v in input_size)
+    slices = n * c
+    g = g.reshape(slices, od * oh * ow)
+    result = np.zeros((slices, id_ * ih * iw))
+    cd = _corners(id_, od, align_corners, scales[0])
+    ch = _corners(ih, oh, align_corners, scales[1])
+    cw = _corners(iw, ow, align_corners, scales[2])
+    for a, wa in cd:
+        for b, wb in ch:
+            for e, we in cw:
+                weight = (wa[:, None, None] * wb[None, :, None] * we[None, None, :]).ravel()
+                target = ((a[:, None, None] * ih + b[None, :, None]) * iw + e[None, None, :]).ravel()
+                for s in range(slices):
+                    result[s] += np.bincount(target, weights=g[s] * weight, minlength=id_ * ih * iw)
+    return result.reshape(n, c, id_, ih, iw)
+
+
+def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
+    """Trilinear upsampling of ``x`` (N, C, iD, iH, iW) to ``output_size``, in float64.
+
+    The adjoint of :func:`backward`: for any ``x`` and ``g``,
+    ``sum(forward(x) * g) == sum(x * backward(g))`` up to rounding.
+    """
+    x = np.asarray(x).astype(np.float64)
+    n, c, id_, ih, iw = x.shape
+    od, oh, ow = (int(v) for v in output_size)
+    out = np.zeros((n, c, od, oh, ow))
+    cd = _corners(id_, od, align_corners, scales[0])
+    ch = _corners(ih, oh, align_corners, scales[1])
+    cw = _corners(iw, ow, align_corners, scales[2])
+    for a, wa in cd:
+        for b, wb in ch:
+            for e, we in cw:
+                weight = wa[:, None, None] * wb[None, :, None] * we[None, None, :]
+                out += x[:, :, a[:, None, None], b[None, :, None], e[None, None, :]] * weight
+    return out
+
+
+_STORAGE = {  # significand bits (with the implicit one), minimum normal exponent
+    "float16": (11, -14),
+    "bfloat16": (8, -126),
+    "float32": (24, -126),
+    "float64": (53, -1022),
+}
+
+
+def ulp(x, dtype):
+    """Spacing of ``dtype`` numbers at ``|x|`` (float64; subnormal spacing near 0).
+
+    Parameters
+    ----------
+    x : array_like
+    dtype : {"float16", "bfloat16", "float32", "float64"} or dtype
+    """
+    bits, emin = _STORAGE[np.dtype(dtype).name]
+    x = np.abs(np.asarray(x, dtype=np.float64))
+    e = np.where(x > 0, np.floor(np.log2(np.where(x > 0, x, 1.0))), emin)
+    return np.exp2(np.maximum(e, emin) - (bits - 1))
+
+
+def error_bound(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
+                dtype=np.float32):
+    """A rigorous first-order bound on the kernel's error against :func:`backward`.
+
+    Each of the three passes sums at most ``m`` products in the accumulation
+    type, with weights rounded to that type, so each output element is within
+    ``(mD + mH + mW + 6) * u`` of the exact value, relative to the same
+    backward applied to ``|grad_out|`` (``u`` is the unit roundoff of the
+    accumulation type, ``m`` the longest sum on an axis).  For float16 and
+    bfloat16 results, rounded once at the end, one ulp of the storage type
+    at the exact value is added.
+
+    Parameters
+    ----------
+    grad_out, input_size, align_corners, scales
+        As for :func:`backward`.
+    dtype : dtype
+        The storage type of the result (float32, float64, float16, bfloat16).
+
+    Returns
+    -------
+    ndarray of float64, shape ``input_size``
+    """
+    name = np.dtype(dtype).name
+    acc = np.float64 if name == "float64" else np.float32
+    u = np.finfo(acc).eps / 2
+    od, oh, ow = np.shape(grad_out)[2:]
+    terms = 0
+    for k, (n_in, n_out) in enumerate(zip(input_size[2:], (od, oh, ow))):
+        counts = np.zeros(int(n_in), dtype=np.int64)
+        for x0, x1, _, _ in source_coefficients(int(n_in), n_out, align_corners, scales[k]):
+            counts[x0] += 1
+            counts[x1] += 1
+        terms += int(counts.max())
+    g = np.asarray(grad_out).astype(np.float64)
+    bound = (terms + 6) * u * backward(np.abs(g), input_size, align_corners, scales)
+    if name in ("float16", "bfloat16"):
+        bound = bound + ulp(backward(g, input_size, align_corners, scales), name)
+    return bound
