@@ -17,6 +17,17 @@ Two ways to call it:
 ``trilinear_bwd.aclnn`` offers the same under CANN's names, returning status codes.
 """
 
+try:
+    from . import _openmp_helpers  # noqa: F401 - the first compiled module
+except ImportError as exc:  # pragma: no cover - depends on how the package was installed
+    import os as _os
+
+    raise ImportError(
+        f"trilinear_bwd's compiled extensions are missing from {_os.path.dirname(__file__)}. "
+        "This is usually the source tree shadowing an installed package: build in place "
+        "with `pip install -e .`, or run from another directory."
+    ) from exc
+
 from ._api import upsample_trilinear3d_backward
 from ._executor import Executor, alloc_workspace, execute, get_workspace_size
 from ._info import show_config

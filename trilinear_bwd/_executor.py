@@ -68,6 +68,7 @@ class Executor:
         self._lock = threading.Lock()
         self._state = _READY
         self._repeatable = False
+        self._last_team = None
 
     # -- introspection -------------------------------------------------------
 
@@ -102,6 +103,15 @@ class Executor:
         if self._follow_default:
             return max(1, min(_openmp_helpers.effective_n_threads(None), self._plan.n_slots))
         return self._threads
+
+    @property
+    def last_num_threads(self):
+        """Threads that took part in the most recent run (None before the first).
+
+        Counted by the kernel itself, so it shows what OpenMP actually
+        granted, for example under ``threadpoolctl.threadpool_limits``.
+        """
+        return self._last_team
 
     def __repr__(self):
         a = self._args
@@ -218,7 +228,7 @@ class Executor:
         buf = _checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
         if not self._repeatable:
             self._state = _CONSUMED
-        return _Job(self._lock, self._kernel, self._args, buf, self.num_threads)
+        return _Job(self, buf, self.num_threads)
 
     def _execute_now(self, workspace, workspace_size):
         with self._hold("execute"):
@@ -230,32 +240,33 @@ class Executor:
 
 
 class _Job:
-    """One claimed run of an executor."""
+    """One claimed run of an executor: its arrays, kernel and workspace, fixed at launch."""
 
-    __slots__ = ("_lock", "_kernel", "_args", "_workspace", "_threads")
+    __slots__ = ("_executor", "_kernel", "_args", "_workspace", "_threads")
 
-    def __init__(self, lock, kernel, args, workspace, threads):
-        self._lock = lock
-        self._kernel = kernel
-        self._args = args
+    def __init__(self, executor, workspace, threads):
+        self._executor = executor
+        self._kernel = executor._kernel
+        self._args = executor._args
         self._workspace = workspace
         self._threads = threads
 
     def run_locked(self):
         """Run the kernel; the caller holds the executor's lock."""
         ws = 0 if self._workspace is None else data_address(self._workspace)
-        self._kernel.run(
+        self._executor._last_team = self._kernel.run(
             data_address(self._args.grad_out), data_address(self._args.grad_input),
             ws, self._threads,
         )
 
     def __call__(self):
-        if not self._lock.acquire(blocking=False):
+        lock = self._executor._lock
+        if not lock.acquire(blocking=False):
             raise ExecutionError("executor is already running in another thread")
         try:
             self.run_locked()
         finally:
-            self._lock.release()
+            lock.release()
 
 
 class _Release:

@@ -89,19 +89,24 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
 
 
 cdef void _run(const Problem* p, const char* gout, char* gin, char* ws,
-               int n_threads) noexcept nogil:
+               int n_threads, char* seen) noexcept nogil:
+    # seen[t] is set by every thread t that computed an item: the team size
+    # actually used, reported to Python without any timing.
     cdef int64_t item
+    cdef int tid
     # Slots start on a cache line; the workspace size includes the 64 bytes
     # of slack this may need, so any buffer the caller passes is usable.
     cdef char* base = <char*> ((<uintptr_t> ws + 63) & ~(<uintptr_t> 63))
     if p.dtype == DT_FLOAT64:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
-            _plane[double](p, gout, gin,
-                           <double*> (base + omp_get_thread_num() * p.slot_bytes), item)
+            tid = omp_get_thread_num()
+            seen[tid] = 1
+            _plane[double](p, gout, gin, <double*> (base + tid * p.slot_bytes), item)
     else:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
-            _plane[float](p, gout, gin,
-                          <float*> (base + omp_get_thread_num() * p.slot_bytes), item)
+            tid = omp_get_thread_num()
+            seen[tid] = 1
+            _plane[float](p, gout, gin, <float*> (base + tid * p.slot_bytes), item)
 
 
 cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
@@ -173,11 +178,19 @@ cdef class KernelPlan:
             workspace's first byte.
         n_threads : int
             Team size; at most the number of slots the workspace was sized for.
+
+        Returns
+        -------
+        int
+            The number of threads that computed part of the result.
         """
         if self.p.n_items == 0:
-            return
+            return 0
+        seen = bytearray(n_threads)
+        cdef char* flags = seen
         with nogil:
-            _run(&self.p, <const char*> gout, <char*> gin, <char*> workspace, n_threads)
+            _run(&self.p, <const char*> gout, <char*> gin, <char*> workspace, n_threads, flags)
+        return len(seen) - seen.count(0)
 
 
 def has_f16c():
