@@ -117,6 +117,65 @@ static inline void tb_float_to_half_n(uint16_t *restrict dst, const float *restr
         dst[k] = tb_float_to_half(src[k]);
 }
 
+/*
+ * acc = (first ? 0 : acc) + w * widen(x), and the two-term form
+ * acc = ((first ? 0 : acc) + w0 * widen(x0)) + w1 * widen(x1): the D pass
+ * reading 16-bit grad_out rows in place.  Same roundings in the same order as
+ * the float32 axpy of _kernel_helpers.pxd (widening is exact).
+ */
+#define TB_AXPY_BODY(WIDEN)                                                          \
+    for (; k < n; ++k)                                                               \
+        acc[k] = (first ? 0.0f : acc[k]) + w0 * WIDEN(x0[k]);
+#define TB_AXPY2_BODY(WIDEN)                                                         \
+    for (; k < n; ++k)                                                               \
+        acc[k] = ((first ? 0.0f : acc[k]) + w0 * WIDEN(x0[k])) + w1 * WIDEN(x1[k]);
+
+static inline void tb_axpy_f16(float *restrict acc, float w0, const uint16_t *restrict x0,
+                               int64_t n, int first)
+{
+    int64_t k = 0;
+#if TB_HAVE_F16C
+    const __m256 vw = _mm256_set1_ps(w0);
+    for (; k + 8 <= n; k += 8) {
+        __m256 a = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + k);
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x0 + k)));
+        _mm256_storeu_ps(acc + k, _mm256_add_ps(a, _mm256_mul_ps(vw, x)));
+    }
+#endif
+    TB_AXPY_BODY(tb_half_to_float)
+}
+
+static inline void tb_axpy2_f16(float *restrict acc, float w0, const uint16_t *restrict x0,
+                                float w1, const uint16_t *restrict x1, int64_t n, int first)
+{
+    int64_t k = 0;
+#if TB_HAVE_F16C
+    const __m256 v0 = _mm256_set1_ps(w0), v1 = _mm256_set1_ps(w1);
+    for (; k + 8 <= n; k += 8) {
+        __m256 a = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + k);
+        __m256 y0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x0 + k)));
+        __m256 y1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x1 + k)));
+        a = _mm256_add_ps(a, _mm256_mul_ps(v0, y0));
+        _mm256_storeu_ps(acc + k, _mm256_add_ps(a, _mm256_mul_ps(v1, y1)));
+    }
+#endif
+    TB_AXPY2_BODY(tb_half_to_float)
+}
+
+static inline void tb_axpy_bf16(float *restrict acc, float w0, const uint16_t *restrict x0,
+                                int64_t n, int first)
+{
+    int64_t k = 0;
+    TB_AXPY_BODY(tb_bf16_to_float)
+}
+
+static inline void tb_axpy2_bf16(float *restrict acc, float w0, const uint16_t *restrict x0,
+                                 float w1, const uint16_t *restrict x1, int64_t n, int first)
+{
+    int64_t k = 0;
+    TB_AXPY2_BODY(tb_bf16_to_float)
+}
+
 /* 1 when this translation unit was compiled with the F16C fast path. */
 static inline int tb_have_f16c(void) { return TB_HAVE_F16C; }
 

@@ -7,13 +7,17 @@
  *     index of (i, k) = (i / 8) * 8 * width + k * 8 + i % 8,
  * so that the 8 weights and 8 source indices of one k load as vectors.  The
  * portable path walks this table one point at a time.  The AVX2 path reads a
- * block's 8 row elements for one k either with a gather or, when they lie in
- * a window of 16 consecutive elements starting at window[block, k] >= 0, with
- * two loads and in-register permutes (`rel` holds the offsets in the window,
- * -1 for padding, whose lanes are zeroed).  Permutes cost a cycle where a
- * gather costs about five; the row buffer keeps 16 spare elements so the
- * window may run past its end.  Both paths add the same terms in the same
- * order with separate multiply and add, so they round identically.
+ * block's 8 row elements for one k in one of three ways, chosen per (block, k)
+ * at plan time and recorded in `mode`:
+ *   TB_WINDOW8:  they lie within 8 consecutive elements starting at
+ *                window[block, k]: one load and one in-register permute;
+ *   TB_WINDOW16: within 16: two loads, two permutes and a blend;
+ *   TB_GATHER:   anywhere: one gather instruction.
+ * `rel` holds the offsets inside the window, -1 for padding, whose lanes are
+ * zeroed.  A permute costs a cycle where a gather costs about five.  The row
+ * buffer keeps 16 spare elements so a window may run past its end.  All paths
+ * add the same terms in the same order with separate multiply and add, so
+ * they round identically.
  */
 #ifndef TRILINEAR_BWD_GATHER_H
 #define TRILINEAR_BWD_GATHER_H
@@ -24,12 +28,12 @@
 #include <immintrin.h>
 #endif
 
-#define TB_GATHER_BLOCK 8
+enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2 };
 
 static inline void tb_gather_f32(float *restrict out, const float *restrict row,
                                  const float *restrict weight, const int32_t *restrict src,
                                  const int32_t *restrict rel, const int32_t *restrict window,
-                                 int64_t n, int64_t width)
+                                 const int8_t *restrict mode, int64_t n, int64_t width)
 {
     int64_t i = 0;
 #if defined(__AVX2__)
@@ -37,17 +41,20 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
     for (; i + 8 <= n; i += 8) {
         const float *w = weight + i * width;
         const int32_t *s = src + i * width, *r = rel + i * width, *win = window + (i / 8) * width;
+        const int8_t *m = mode + (i / 8) * width;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t k = 0; k < width; ++k) {
             __m256 x;
-            if (win[k] >= 0) {
-                const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
-                const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k]), idx);
-                const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
-                x = _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
-                x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
-            } else {
+            if (m[k] == TB_GATHER) {
                 x = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(s + 8 * k)), 4);
+            } else {
+                const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
+                x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k]), idx);
+                if (m[k] == TB_WINDOW16) {
+                    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
+                    x = _mm256_blendv_ps(x, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
+                }
+                x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
             }
             acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
         }
@@ -56,6 +63,7 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
 #endif
     (void)rel;
     (void)window;
+    (void)mode;
     for (; i < n; ++i) {
         const int64_t base = (i / 8) * 8 * width + i % 8;
         float acc = 0.0f;

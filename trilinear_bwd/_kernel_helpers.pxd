@@ -10,7 +10,7 @@
 # Because the order never depends on the layout, the thread or the ISA, the
 # result is bitwise identical across all of them.
 
-from libc.stdint cimport int32_t, int64_t, uint16_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint16_t
 from libc.string cimport memset
 from cython cimport floating
 
@@ -23,6 +23,12 @@ cdef extern from "_convert.h" nogil:
     uint16_t tb_float_to_half_soft(float f) noexcept
     void tb_half_to_float_n(float* dst, const uint16_t* src, int64_t n) noexcept
     void tb_float_to_half_n(uint16_t* dst, const float* src, int64_t n) noexcept
+    void tb_axpy_f16(float* acc, float w0, const uint16_t* x0, int64_t n, int first) noexcept
+    void tb_axpy2_f16(float* acc, float w0, const uint16_t* x0, float w1, const uint16_t* x1,
+                      int64_t n, int first) noexcept
+    void tb_axpy_bf16(float* acc, float w0, const uint16_t* x0, int64_t n, int first) noexcept
+    void tb_axpy2_bf16(float* acc, float w0, const uint16_t* x0, float w1, const uint16_t* x1,
+                       int64_t n, int first) noexcept
     int tb_have_f16c() noexcept
 
 cdef extern from "_store.h" nogil:
@@ -32,7 +38,7 @@ cdef extern from "_store.h" nogil:
 cdef extern from "_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,
                        const int32_t* src, const int32_t* rel, const int32_t* window,
-                       int64_t n, int64_t width) noexcept
+                       const int8_t* mode, int64_t n, int64_t width) noexcept
     void tb_gather_f64(double* out, const double* row, const double* weight,
                        const int32_t* src, int64_t n, int64_t width) noexcept
 
@@ -42,6 +48,14 @@ cdef enum:
     DT_FLOAT64 = 1
     DT_FLOAT16 = 2
     DT_BFLOAT16 = 3
+
+
+# How the D pass reads grad_out rows (decided at phase one).
+cdef enum:
+    READ_IN_PLACE = 0      # accumulation type, unit stride: used where they lie
+    READ_FLOAT16 = 1       # float16, unit stride: widened inside the axpy
+    READ_BFLOAT16 = 2      # bfloat16, unit stride: widened inside the axpy
+    READ_CONVERT = 3       # anything else: gathered and converted into a buffer first
 
 
 ctypedef struct Axis:
@@ -59,6 +73,7 @@ ctypedef struct Axis:
     const void* padded_weight
     const int32_t* padded_rel
     const int32_t* window
+    const int8_t* mode
 
 
 ctypedef struct Row:
@@ -83,8 +98,11 @@ ctypedef struct Volume:
 
 ctypedef struct Problem:
     int dtype              # DT_* of both arrays
-    bint direct            # grad_out rows are read in place (accumulation type, unit stride)
+    int read_mode          # READ_*: how the D pass reads grad_out rows
+    bint plane_run         # rows are read in place and each grad_out plane is one run
     bint stream            # grad_input rows are unit-stride and written with streaming stores
+    bint out_direct        # the W pass writes grad_input rows in place (accumulation type,
+                           # unit stride, not streamed)
     int64_t nb2            # slice b is (b // nb2, b % nb2)
     int64_t n_items        # slices * input planes: the units of parallel work
     int64_t oh
@@ -121,6 +139,20 @@ cdef inline void axpy(floating* acc, floating w, const floating* x, int64_t n,
     else:
         for k in range(n):
             acc[k] = acc[k] + w * x[k]
+
+
+cdef inline void axpy2(floating* acc, floating w0, const floating* x0, floating w1,
+                       const floating* x1, int64_t n, bint first) noexcept nogil:
+    # Two terms at once: acc = ((first ? 0 : acc) + w0 * x0) + w1 * x1, the
+    # same roundings in the same order as two axpy calls, with half the
+    # loads and stores of acc.
+    cdef int64_t k
+    if first:
+        for k in range(n):
+            acc[k] = (<floating>0 + w0 * x0[k]) + w1 * x1[k]
+    else:
+        for k in range(n):
+            acc[k] = (acc[k] + w0 * x0[k]) + w1 * x1[k]
 
 
 cdef inline void load_row(floating* dst, const char* base, int64_t off,
@@ -231,7 +263,8 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
     if v == 1:
         row[L] = 0
         if floating is float:
-            tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.n_in, ax.width)
+            tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.mode, ax.n_in,
+                          ax.width)
         else:
             tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width)
     else:

@@ -8,17 +8,21 @@
 # split across threads - over slices, or inside one slice when there are few -
 # computes every value with the same operations in the same order.
 
-from libc.stdint cimport int32_t, int64_t, uint16_t, uintptr_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint16_t, uintptr_t
 from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
     DT_FLOAT64,
+    READ_CONVERT,
+    READ_FLOAT16,
+    READ_IN_PLACE,
     Axis,
     Problem,
     Row,
     Volume,
     axpy,
+    axpy2,
     fill_zero,
     load_row,
     store_row,
@@ -26,6 +30,10 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_float_to_half_soft,
     tb_half_to_float,
     tb_half_to_float_soft,
+    tb_axpy2_bf16,
+    tb_axpy2_f16,
+    tb_axpy_bf16,
+    tb_axpy_f16,
     tb_have_f16c,
     tb_store_fence,
     w_pass,
@@ -33,6 +41,63 @@ from trilinear_bwd._kernel_helpers cimport (
 from trilinear_bwd._openmp cimport omp_get_thread_num
 
 import numpy as np
+
+
+cdef inline void _reduce_scratch(floating* acc, const floating* w, const int64_t* src,
+                                 int64_t t0, int64_t t1, const floating* rows, int64_t stride,
+                                 int64_t n) noexcept nogil:
+    # acc[:n] = sum over terms t0 <= t < t1 of w[t] * rows[src[t] * stride :],
+    # two terms per sweep.
+    cdef int64_t t = t0
+    if t0 == t1:
+        fill_zero(acc, n)
+    while t + 1 < t1:
+        axpy2(acc, w[t], rows + src[t] * stride, w[t + 1], rows + src[t + 1] * stride, n,
+              t == t0)
+        t += 2
+    if t < t1:
+        axpy(acc, w[t], rows + src[t] * stride, n, t == t0)
+
+
+cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* src,
+                              int64_t t0, int64_t t1, const Problem* p, const char* gout,
+                              int64_t base, int64_t stride, floating* conv,
+                              int64_t n) noexcept nogil:
+    # The same sum over grad_out rows at ``base + src[t] * stride`` elements,
+    # read as p.read_mode says.
+    cdef int64_t t = t0
+    cdef int64_t o0, o1
+    cdef const uint16_t* u16 = <const uint16_t*> gout
+    if t0 == t1:
+        fill_zero(acc, n)
+    while t < t1:
+        o0 = base + src[t] * stride
+        o1 = base + src[t + 1] * stride if t + 1 < t1 else o0
+        if p.read_mode == READ_IN_PLACE:
+            if t + 1 < t1:
+                axpy2(acc, w[t], (<const floating*> gout) + o0, w[t + 1],
+                      (<const floating*> gout) + o1, n, t == t0)
+            else:
+                axpy(acc, w[t], (<const floating*> gout) + o0, n, t == t0)
+        elif p.read_mode == READ_CONVERT:
+            load_row(conv, gout, o0, &p.gout.row, p.dtype)
+            if t + 1 < t1:
+                load_row(conv + n, gout, o1, &p.gout.row, p.dtype)
+                axpy2(acc, w[t], conv, w[t + 1], conv + n, n, t == t0)
+            else:
+                axpy(acc, w[t], conv, n, t == t0)
+        elif floating is float:
+            if p.read_mode == READ_FLOAT16:
+                if t + 1 < t1:
+                    tb_axpy2_f16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, t == t0)
+                else:
+                    tb_axpy_f16(acc, w[t], u16 + o0, n, t == t0)
+            else:
+                if t + 1 < t1:
+                    tb_axpy2_bf16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, t == t0)
+                else:
+                    tb_axpy_bf16(acc, w[t], u16 + o0, n, t == t0)
+        t += 2
 
 
 cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
@@ -46,44 +111,37 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef floating* acc_h = ws + p.off_acch
     cdef floating* conv = ws + p.off_conv
     cdef floating* out = ws + p.off_out
-    cdef const floating* wd = <const floating*> p.ax_d.weight
-    cdef const floating* wh = <const floating*> p.ax_h.weight
-    cdef const floating* src
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
-    cdef int64_t t0 = p.ax_d.ptr[a]
-    cdef int64_t t1 = p.ax_d.ptr[a + 1]
-    cdef int64_t t, y, row, off
+    cdef int64_t y, row
 
-    # D: the grad_out planes that feed input plane a, summed one H row at a
-    # time so that the accumulated row stays in L1 while the planes stream by.
-    if t0 == t1:
-        fill_zero(acc_d, p.oh * L)
+    # D: the grad_out planes that feed input plane a.  When a plane is one
+    # contiguous run read in place, it is summed in one sweep; otherwise one H
+    # row at a time, through the conversion buffer.
+    if p.plane_run:
+        _reduce_grad(acc_d, <const floating*> p.ax_d.weight, p.ax_d.src,
+                     p.ax_d.ptr[a], p.ax_d.ptr[a + 1], p, gout, go_base, p.gout.s_d, conv,
+                     p.oh * L)
     else:
         for y in range(p.oh):
-            for t in range(t0, t1):
-                off = go_base + p.ax_d.src[t] * p.gout.s_d + y * p.gout.s_h
-                if p.direct:
-                    src = (<const floating*> gout) + off
-                else:
-                    load_row(conv, gout, off, &p.gout.row, p.dtype)
-                    src = conv
-                axpy(acc_d + y * L, wd[t], src, L, t == t0)
+            _reduce_grad(acc_d + y * L, <const floating*> p.ax_d.weight, p.ax_d.src,
+                         p.ax_d.ptr[a], p.ax_d.ptr[a + 1], p, gout,
+                         go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
 
     # H for the whole plane, then W row by row: the W pass reads windows of
     # a row at unaligned offsets, which would stall on the H pass's vector
     # stores if it followed them immediately.
     for row in range(p.ih):
-        t0 = p.ax_h.ptr[row]
-        t1 = p.ax_h.ptr[row + 1]
-        if t0 == t1:
-            fill_zero(acc_h + row * p.h_stride, L)
-        for t in range(t0, t1):
-            axpy(acc_h + row * p.h_stride, wh[t], acc_d + p.ax_h.src[t] * L, L, t == t0)
+        _reduce_scratch(acc_h + row * p.h_stride, <const floating*> p.ax_h.weight, p.ax_h.src,
+                        p.ax_h.ptr[row], p.ax_h.ptr[row + 1], acc_d, L, L)
     for row in range(p.ih):
-        w_pass(out, acc_h + row * p.h_stride, &p.ax_w, p.v, L)
-        store_row(gin, gi_base + row * p.gin.s_h, out, &p.gin.row, p.dtype, p.stream,
-                  <void*> ((<char*> ws) + p.off_narrow))
+        if p.out_direct:
+            w_pass((<floating*> gin) + gi_base + row * p.gin.s_h, acc_h + row * p.h_stride,
+                   &p.ax_w, p.v, L)
+        else:
+            w_pass(out, acc_h + row * p.h_stride, &p.ax_w, p.v, L)
+            store_row(gin, gi_base + row * p.gin.s_h, out, &p.gin.row, p.dtype, p.stream,
+                      <void*> ((<char*> ws) + p.off_narrow))
     if p.stream:
         tb_store_fence()
 
@@ -117,7 +175,8 @@ cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
     padded_weight = np.ascontiguousarray(tables["padded_weight"])
     padded_rel = np.ascontiguousarray(tables["padded_rel"], dtype=np.int32)
     window = np.ascontiguousarray(tables["window"], dtype=np.int32)
-    keep.extend((ptr, src, weight, padded_src, padded_weight, padded_rel, window))
+    mode = np.ascontiguousarray(tables["mode"], dtype=np.int8)
+    keep.extend((ptr, src, weight, padded_src, padded_weight, padded_rel, window, mode))
     ax.n_in = ptr.shape[0] - 1
     ax.ptr = <const int64_t*> <uintptr_t> ptr.ctypes.data
     ax.src = <const int64_t*> <uintptr_t> src.ctypes.data
@@ -127,6 +186,7 @@ cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
     ax.padded_weight = <const void*> <uintptr_t> padded_weight.ctypes.data
     ax.padded_rel = <const int32_t*> <uintptr_t> padded_rel.ctypes.data
     ax.window = <const int32_t*> <uintptr_t> window.ctypes.data
+    ax.mode = <const int8_t*> <uintptr_t> mode.ctypes.data
 
 
 cdef void _fill_volume(Volume* vol, tuple s) except *:
@@ -147,8 +207,10 @@ cdef class KernelPlan:
     def __cinit__(self, dict spec):
         self._keep = []
         self.p.dtype = spec["dtype_code"]
-        self.p.direct = spec["direct"]
+        self.p.read_mode = spec["read_mode"]
         self.p.stream = spec["stream"]
+        self.p.plane_run = spec["plane_run"]
+        self.p.out_direct = spec["out_direct"]
         self.p.nb2 = spec["nb2"]
         self.p.n_items = spec["n_items"]
         self.p.oh = spec["oh"]

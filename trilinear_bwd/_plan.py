@@ -22,9 +22,11 @@ accumulation type (float32, or float64 for float64 data):
 * ``acc_d``: oH rows of grad_out, summed over D for the plane in progress;
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
   sentinel and 16 spare elements that the W gather reads past its end);
-* ``conv``: one grad_out row converted to the accumulation type (only when
-  rows cannot be read in place: float16/bfloat16, or non-unit row strides);
-* ``out``: one finished grad_input row before it is rounded and stored;
+* ``conv``: two grad_out rows converted to the accumulation type (only for
+  rows that are not unit-stride; unit-stride float16/bfloat16 rows are
+  widened inside the D pass's axpy);
+* ``out``: one finished grad_input row before it is rounded and stored
+  (absent when rows are written in place: float32/float64, unit stride);
 * ``narrow``: that row rounded to float16/bfloat16, when grad_input is large
   enough to be written with streaming stores.
 
@@ -36,6 +38,8 @@ from dataclasses import dataclass
 from ._tables import axis_table
 
 LINE = 64
+# How the D pass reads grad_out rows (READ_* in _kernel_helpers.pxd).
+READ_IN_PLACE, READ_FLOAT16, READ_BFLOAT16, READ_CONVERT = 0, 1, 2, 3
 # grad_input larger than this is written with streaming stores (see _store.h).
 STREAM_BYTES = 16 * 2**20
 
@@ -120,13 +124,21 @@ def make_plan(args, n_threads):
     gout = _volume(go, channels_last)
     gin = _volume(gi, channels_last)
     row = gout[4]
-    direct = args.dtype_code in (0, 1) and row[0] == 1 and row[3] == 1
-    stream = gin[4][0] == 1 and gin[4][3] == 1 and gi.nbytes >= STREAM_BYTES
+    if row[0] != 1 or row[3] != 1:
+        read_mode = READ_CONVERT
+    else:
+        read_mode = {0: READ_IN_PLACE, 1: READ_IN_PLACE, 2: READ_FLOAT16,
+                     3: READ_BFLOAT16}[args.dtype_code]
+    plane_run = read_mode != READ_CONVERT and (gout[3] == length or oh == 1)
+    unit_rows = gin[4][0] == 1 and gin[4][3] == 1
+    stream = unit_rows and gi.nbytes >= STREAM_BYTES
+    out_direct = unit_rows and not stream and args.dtype_code in (0, 1)
 
     # Each acc_h row keeps the zero sentinel of the padded W table and 16
     # spare elements for the windowed reads of _gather.h; rows start on a line.
     h_stride = _round_up((length + 17) * acc.itemsize) // acc.itemsize
-    sizes = [oh * length, ih * h_stride, 0 if direct else length, iw * v]
+    conv = 2 * length if read_mode == READ_CONVERT else 0
+    sizes = [oh * length, ih * h_stride, conv, 0 if out_direct else iw * v]
     narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
     offsets, slot = [], 0
     for count in sizes:
@@ -147,8 +159,10 @@ def make_plan(args, n_threads):
     ]
     spec = {
         "dtype_code": args.dtype_code,
-        "direct": direct,
+        "read_mode": read_mode,
         "stream": stream,
+        "plane_run": plane_run,
+        "out_direct": out_direct,
         "nb2": 1 if channels_last else c,
         "n_items": n_items,
         "oh": oh,

@@ -2,6 +2,9 @@
 
 import numpy as np
 
+# How the vector W pass reads one (block, k) of the padded table (_gather.h).
+GATHER, WINDOW8, WINDOW16 = 0, 1, 2
+
 
 def axis_coefficients(n_in, n_out, align_corners, scale):
     """Return the forward interpolation coefficients of one axis.
@@ -93,17 +96,20 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     padded_src = padded_src.reshape(blocks, 8, width).transpose(0, 2, 1)
     padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
     real = real.reshape(blocks, 8, width).transpose(0, 2, 1)
-    # Where a block's 8 real sources for one k lie within 16 consecutive
+    # Where a block's 8 real sources for one k lie within 8 or 16 consecutive
     # elements, the vector path reads them as a window instead of a gather.
     lowest = np.where(real, padded_src, np.iinfo(np.int32).max).min(axis=2)
     highest = np.where(real, padded_src, -1).max(axis=2)
     lowest = np.where(highest < 0, 0, lowest)
-    window = np.where(highest - lowest < 16, lowest, -1).astype(np.int32)
+    span = highest - lowest
+    mode = np.select([span < 8, span < 16], [WINDOW8, WINDOW16], GATHER).astype(np.int8)
+    window = lowest.astype(np.int32)
     padded_rel = np.where(real, padded_src - lowest[:, :, None], -1).astype(np.int32)
     padded_src = padded_src.ravel()
     padded_weight = padded_weight.ravel()
     padded_rel = padded_rel.ravel()
     window = window.ravel()
+    mode = mode.ravel()
     table.update(width=width, padded_src=padded_src, padded_weight=padded_weight,
-                 padded_rel=padded_rel, window=window)
+                 padded_rel=padded_rel, window=window, mode=mode)
     return table

@@ -1,0 +1,293 @@
+"""Benchmark: this library against PyTorch and against the memory-bandwidth limit.
+
+``python -m trilinear_bwd.bench`` (or ``python benchmarks/bench.py``) times,
+for each case, this library (at the default thread count and on one thread)
+and, if installed, ``torch.ops.aten.upsample_trilinear3d_backward`` on the same
+data in the same process: a warm-up, then rounds in which every contender runs
+once, in turn, and the median per contender.  It measures the machine's copy
+bandwidth in the same run (a large ``np.copyto``, counted as bytes read plus
+bytes written) and reports, per case, the time, the speedup over torch, the
+speedup from one thread to all, and the percentage of the bandwidth limit
+``(bytes(grad_out) + bytes(grad_input)) / bandwidth`` that was reached.
+
+Timing is not a test: the numbers depend on the machine and on what else runs
+on it.  Compare ratios measured side by side in one run.
+"""
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import numpy as np
+
+# name, (N, C), input DHW, output DHW, layout, dtype, align_corners
+CASES = [
+    ("unet-x2", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "float32", False),
+    ("unet-x2", (2, 32), (32, 32, 32), (64, 64, 64), "ndhwc", "float32", False),
+    ("unet-x2-ac", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "float32", True),
+    ("odd-scale", (1, 16), (20, 30, 40), (47, 71, 93), "ncdhw", "float32", False),
+    ("odd-scale", (1, 16), (20, 30, 40), (47, 71, 93), "ndhwc", "float32", False),
+    ("one-slice", (1, 1), (64, 64, 64), (192, 192, 192), "ncdhw", "float32", False),
+    ("downsample", (2, 16), (64, 64, 64), (40, 40, 40), "ncdhw", "float32", False),
+    ("downsample", (2, 16), (64, 64, 64), (40, 40, 40), "ndhwc", "float32", False),
+    ("half", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "float16", False),
+    ("half", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "bfloat16", False),
+]
+
+
+def _dtype(name):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _layout(values, layout):
+    if layout == "ndhwc":
+        return np.ascontiguousarray(values.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
+    return np.ascontiguousarray(values)
+
+
+def _empty(shape, dtype, layout):
+    n, c, d, h, w = shape
+    if layout == "ndhwc":
+        return np.empty((n, d, h, w, c), dtype=dtype).transpose(0, 4, 1, 2, 3)
+    return np.empty(shape, dtype=dtype)
+
+
+def copy_bandwidth(nbytes=256 * 2**20, repeat=7):
+    """Bytes per second of ``np.copyto`` between two large arrays (read + write).
+
+    Parameters
+    ----------
+    nbytes : int
+        Size of each array; larger than the caches so that memory is measured.
+    repeat : int
+        Copies timed; the median is used.
+    """
+    src = np.ones(nbytes // 8)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - start)
+    return 2 * src.nbytes / float(np.median(times))
+
+
+def _torch_call(grad_out, input_size, align_corners):
+    import torch
+
+    g = grad_out
+    bf16 = g.dtype.name == "bfloat16"
+    if g.flags.c_contiguous:
+        t = torch.from_numpy(g.view(np.int16) if bf16 else g)
+    else:  # channels-last: the same memory as a channels_last_3d tensor
+        nd = np.ascontiguousarray(g.transpose(0, 2, 3, 4, 1))
+        t = torch.from_numpy(nd.view(np.int16) if bf16 else nd).permute(0, 4, 1, 2, 3)
+    if bf16:
+        t = t.view(torch.bfloat16)
+    out_size, in_size = list(g.shape[2:]), list(input_size)
+
+    def run():
+        torch.ops.aten.upsample_trilinear3d_backward(t, out_size, in_size, align_corners,
+                                                     None, None, None)
+
+    return run
+
+
+def _ours_call(grad_out, input_size, align_corners, layout, num_threads):
+    import trilinear_bwd as tb
+
+    out = _empty(input_size, grad_out.dtype, layout)
+    size, executor = tb.get_workspace_size(grad_out, grad_out.shape[2:], input_size,
+                                           align_corners, 0.0, 0.0, 0.0, out,
+                                           num_threads=num_threads)
+    executor.set_repeatable()
+    workspace = tb.alloc_workspace(size)
+
+    def run():
+        tb.execute(workspace, size, executor)
+
+    run.out = out
+    return run
+
+
+def measure(case, repeat, num_threads, with_torch, seed=0):
+    """Time one case; return a dict of results (times in seconds)."""
+    name, (n, c), ins, outs, layout, dtype, align = case
+    values = np.random.default_rng(seed).standard_normal((n, c) + outs, dtype=np.float32)
+    grad_out = _layout(values.astype(_dtype(dtype)), layout)
+    input_size = (n, c) + ins
+    contenders = {
+        "ours": _ours_call(grad_out, input_size, align, layout, num_threads),
+        "ours_1t": _ours_call(grad_out, input_size, align, layout, 1),
+    }
+    if with_torch:
+        contenders["torch"] = _torch_call(grad_out, input_size, align)
+    for run in contenders.values():  # warm-up: first touch, caches, thread pools
+        run()
+        run()
+    times = {k: [] for k in contenders}
+    for _ in range(repeat):  # interleaved rounds: drift hits every contender alike
+        for key, run in contenders.items():
+            start = time.perf_counter()
+            run()
+            times[key].append(time.perf_counter() - start)
+    result = {
+        "case": name, "layout": layout, "dtype": dtype, "align_corners": align,
+        "N": n, "C": c, "input": list(ins), "output": list(outs),
+        "bytes": int(grad_out.nbytes + contenders["ours"].out.nbytes),
+    }
+    for key, values_ in times.items():
+        result[f"{key}_s"] = float(np.median(values_))
+    return result
+
+
+def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, bandwidth=None,
+                  progress=None):
+    """Run every case; return ``{"machine": ..., "bandwidth": ..., "results": [...]}``."""
+    import trilinear_bwd as tb
+    from trilinear_bwd import _dispatch, _openmp_helpers
+
+    if with_torch is None:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            with_torch = False
+        else:
+            with_torch = True
+    bw = bandwidth or copy_bandwidth()
+    results = []
+    for case in cases:
+        r = measure(case, repeat, num_threads, with_torch)
+        limit = r["bytes"] / bw
+        r["limit_s"] = limit
+        r["percent_of_limit"] = 100.0 * limit / r["ours_s"]
+        r["thread_scaling"] = r["ours_1t_s"] / r["ours_s"]
+        if with_torch:
+            r["speedup_vs_torch"] = r["torch_s"] / r["ours_s"]
+        results.append(r)
+        if progress:
+            progress(r)
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "threads": _openmp_helpers.effective_n_threads(num_threads),
+        "kernel_variant": _dispatch.active_variant(),
+        "trilinear_bwd": tb.__version__,
+        "numpy": np.__version__,
+    }
+    if with_torch:
+        import torch
+
+        machine["torch"] = torch.__version__
+        machine["torch_threads"] = torch.get_num_threads()
+    return {"machine": machine, "bandwidth_bytes_per_s": bw, "repeat": repeat,
+            "results": results}
+
+
+def format_table(report):
+    """Render a report as a Markdown table."""
+    torch = any("torch_s" in r for r in report["results"])
+    head = ["case", "layout", "dtype", "time (ms)", "1 thread (ms)", "threads speedup"]
+    if torch:
+        head += ["torch (ms)", "speedup vs torch"]
+    head += ["% of bandwidth limit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in report["results"]:
+        row = [r["case"] + ("" if r["case"].endswith("-ac") or not r["align_corners"] else " ac"),
+               r["layout"].upper(), r["dtype"], f"{1e3 * r['ours_s']:.2f}",
+               f"{1e3 * r['ours_1t_s']:.2f}", f"{r['thread_scaling']:.2f}x"]
+        if torch:
+            row += [f"{1e3 * r['torch_s']:.1f}", f"{r['speedup_vs_torch']:.1f}x"]
+        row += [f"{r['percent_of_limit']:.0f}%"]
+        lines.append("| " + " | ".join(row) + " |")
+    m = report["machine"]
+    lines.append("")
+    lines.append(
+        f"Copy bandwidth {report['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s (read + write), "
+        f"{m['threads']} thread(s), kernel variant `{m['kernel_variant']}`, "
+        f"median of {report['repeat']} interleaved rounds"
+        + (f", torch {m['torch']} on {m['torch_threads']} thread(s)" if torch else "") + "."
+    )
+    return "\n".join(lines)
+
+
+def plot(report, path):
+    """Draw the speedup over torch and the percentage of the bandwidth limit (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    labels = [f"{r['case']}\n{r['layout'].upper()} {r['dtype']}" for r in results]
+    x = np.arange(len(results))
+    torch = all("speedup_vs_torch" in r for r in results)
+    fig, axes = plt.subplots(1, 2 if torch else 1, figsize=(13 if torch else 7, 4.5),
+                             squeeze=False)
+    ax = axes[0, 0]
+    ax.bar(x, [r["percent_of_limit"] for r in results], color="#4c72b0")
+    ax.axhline(100, color="k", lw=0.8, ls="--")
+    ax.set_ylabel("% of memory-bandwidth limit")
+    ax.set_title("Fraction of the bandwidth limit reached")
+    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=8)
+    if torch:
+        ax = axes[0, 1]
+        ax.bar(x, [r["speedup_vs_torch"] for r in results], color="#dd8452")
+        ax.axhline(1, color="k", lw=0.8, ls="--")
+        ax.set_yscale("log")
+        ax.set_ylabel("speedup over torch (x)")
+        ax.set_title(f"vs torch {report['machine'].get('torch', '')}")
+        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=8)
+        for xi, r in zip(x, results):
+            ax.text(xi, r["speedup_vs_torch"], f"{r['speedup_vs_torch']:.1f}", ha="center",
+                    va="bottom", fontsize=7)
+    fig.suptitle(f"trilinear_bwd {report['machine']['trilinear_bwd']}: "
+                 f"{report['machine']['threads']} threads, "
+                 f"{report['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s copy bandwidth")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    """Command-line entry point."""
+    p = argparse.ArgumentParser(prog="python -m trilinear_bwd.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeat", "-r", type=int, default=15, help="interleaved rounds (median)")
+    p.add_argument("--threads", "-t", type=int, default=None, help="threads for this library")
+    p.add_argument("--no-torch", action="store_true", help="do not time PyTorch")
+    p.add_argument("--cases", default=None,
+                   help="comma-separated case names to run (default: all)")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw a chart (needs matplotlib)")
+    args = p.parse_args(argv)
+    cases = CASES
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        cases = [c for c in CASES if c[0] in wanted]
+    print("measuring copy bandwidth ...", file=sys.stderr)
+
+    def progress(r):
+        print(f"  {r['case']:<11} {r['layout']:<5} {r['dtype']:<8} {1e3 * r['ours_s']:8.2f} ms"
+              + (f"  torch {1e3 * r['torch_s']:8.2f} ms" if "torch_s" in r else ""),
+              file=sys.stderr)
+
+    report = run_benchmark(cases, args.repeat, args.threads, False if args.no_torch else None,
+                           progress=progress)
+    print(format_table(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    if args.plot:
+        plot(report, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
