@@ -94,14 +94,15 @@ def test_every_layout_gives_the_same_bits(dtype, layout, out_layout):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["ncdhw", "ndhwc", "strided"])
-@pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[7], (1, 1, (17, 9, 8), (33, 20, 15))], ids=str)
-def test_bitwise_identical_for_every_thread_count(dtype, layout, shape):
+@pytest.mark.parametrize("layout", IN_LAYOUTS)
+@pytest.mark.parametrize("out_layout", OUT_LAYOUTS)
+@pytest.mark.parametrize("shape", [SHAPES[0], (1, 1, (17, 9, 8), (33, 20, 15))], ids=str)
+def test_bitwise_identical_for_every_thread_count(dtype, layout, out_layout, shape):
     n, c, ins, outs = shape
     g = in_layout(random_grad((n, c) + outs, dtype, seed=3), layout)
-    one = run(g, (n, c) + ins, num_threads=1, fill=0x00)
+    one = run(g, (n, c) + ins, num_threads=1, fill=0x00, out_layout=out_layout)
     for threads in (2, 3, 4):
-        got = run(g, (n, c) + ins, num_threads=threads, fill=0xFF)
+        got = run(g, (n, c) + ins, num_threads=threads, fill=0xFF, out_layout=out_layout)
         np.testing.assert_array_equal(bits(got), bits(one), err_msg=f"{threads} threads")
 
 
@@ -112,6 +113,31 @@ def test_result_does_not_depend_on_workspace_contents(dtype, fill):
     expected = run(g, (1, 2, 4, 5, 6), fill=0x00)
     got = run(g, (1, 2, 4, 5, 6), fill=fill)
     np.testing.assert_array_equal(bits(got), bits(expected))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", IN_LAYOUTS)
+@pytest.mark.parametrize("out_layout", OUT_LAYOUTS)
+def test_workspace_size_is_what_the_kernel_uses(dtype, layout, out_layout):
+    """Exactly ``size`` bytes suffice; bytes past them are never touched."""
+    g = in_layout(random_grad((2, 3, 7, 6, 9), dtype, seed=12), layout)
+    expected = run(g, (2, 3, 3, 4, 5))
+    out = out_array((2, 3, 3, 4, 5), g.dtype, out_layout)
+    size, executor = tb.get_workspace_size(g, (7, 6, 9), (2, 3, 3, 4, 5), False, 0, 0, 0, out,
+                                           num_threads=3)
+    raw = np.full(size + 4096, 0x5A, dtype=np.uint8)
+    tb.execute(raw[:size], size, executor)
+    assert (raw[size:] == 0x5A).all()
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
+def test_read_only_memory_mapped_grad_out(tmp_path):
+    g = random_grad((1, 2, 8, 6, 10), "float32", seed=13)
+    np.save(tmp_path / "g.npy", g)
+    mapped = np.load(tmp_path / "g.npy", mmap_mode="r")
+    assert not mapped.flags.writeable
+    out = tb.upsample_trilinear3d_backward(mapped, (4, 3, 5))
+    np.testing.assert_array_equal(out, tb.upsample_trilinear3d_backward(g, (4, 3, 5)))
 
 
 def test_unaligned_workspace_is_used_in_place():
