@@ -360,6 +360,25 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
         (161001) a required argument is None.
     InvalidArgumentError
         (161002) any rule of the contract is broken; nothing is written.
+
+    Notes
+    -----
+    The workspace holds one slot per thread (``min(threads, N*C*iD)`` slots,
+    or ``min(threads, N*iD)`` when ``grad_out`` is channels-last), plus 64
+    bytes to align an unaligned buffer.  A slot holds, in float32 (float64
+    for float64 data), with L = oW (or oW * C channels-last):
+
+    * the D-reduced plane in progress, oH * L elements;
+    * the H-reduced plane, iH rows of L + 17 elements (rounded to 64 bytes);
+    * two converted grad_out rows (2 * L), only when ``grad_out``'s rows are
+      not unit-stride (strided, reversed or transposed views);
+    * one output row (iW or iW * C), unless float32/float64 rows are written
+      in place (unit-stride ``grad_input`` rows, not streamed);
+    * that row in 16 bits, for float16/bfloat16 outputs of 16 MiB or more
+      (written with streaming stores).
+
+    No case copies a whole array: float16/bfloat16 rows are widened as they
+    are read.  The size is 0 for an empty batch.
     """
     args = validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
                     scales_w, grad_input)
