@@ -67,36 +67,35 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* s
     # read as p.read_mode says.
     cdef int64_t t = t0
     cdef int64_t o0, o1
+    cdef bint pair, first
+    cdef const floating* x = <const floating*> gout
     cdef const uint16_t* u16 = <const uint16_t*> gout
     if t0 == t1:
         fill_zero(acc, n)
     while t < t1:
+        pair = t + 1 < t1
+        first = t == t0
         o0 = base + src[t] * stride
-        o1 = base + src[t + 1] * stride if t + 1 < t1 else o0
-        if p.read_mode == READ_IN_PLACE:
-            if t + 1 < t1:
-                axpy2(acc, w[t], (<const floating*> gout) + o0, w[t + 1],
-                      (<const floating*> gout) + o1, n, t == t0)
-            else:
-                axpy(acc, w[t], (<const floating*> gout) + o0, n, t == t0)
-        elif p.read_mode == READ_CONVERT:
+        o1 = base + src[t + 1] * stride if pair else o0
+        if p.read_mode == READ_CONVERT:
             load_row(conv, gout, o0, &p.gout.row, p.dtype)
-            if t + 1 < t1:
+            if pair:
                 load_row(conv + n, gout, o1, &p.gout.row, p.dtype)
-                axpy2(acc, w[t], conv, w[t + 1], conv + n, n, t == t0)
+            x, o0, o1 = conv, 0, n
+        if p.read_mode == READ_IN_PLACE or p.read_mode == READ_CONVERT:
+            if pair:
+                axpy2(acc, w[t], x + o0, w[t + 1], x + o1, n, first)
             else:
-                axpy(acc, w[t], conv, n, t == t0)
+                axpy(acc, w[t], x + o0, n, first)
         elif floating is float:
-            if p.read_mode == READ_FLOAT16:
-                if t + 1 < t1:
-                    tb_axpy2_f16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, t == t0)
-                else:
-                    tb_axpy_f16(acc, w[t], u16 + o0, n, t == t0)
+            if p.read_mode == READ_FLOAT16 and pair:
+                tb_axpy2_f16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, first)
+            elif p.read_mode == READ_FLOAT16:
+                tb_axpy_f16(acc, w[t], u16 + o0, n, first)
+            elif pair:
+                tb_axpy2_bf16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, first)
             else:
-                if t + 1 < t1:
-                    tb_axpy2_bf16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, t == t0)
-                else:
-                    tb_axpy_bf16(acc, w[t], u16 + o0, n, t == t0)
+                tb_axpy_bf16(acc, w[t], u16 + o0, n, first)
         t += 2
 
 
@@ -117,7 +116,7 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
 
     # D: the grad_out planes that feed input plane a.  When a plane is one
     # contiguous run read in place, it is summed in one sweep; otherwise one H
-    # row at a time, through the conversion buffer.
+    # row at a time.
     if p.plane_run:
         _reduce_grad(acc_d, <const floating*> p.ax_d.weight, p.ax_d.src,
                      p.ax_d.ptr[a], p.ax_d.ptr[a + 1], p, gout, go_base, p.gout.s_d, conv,
