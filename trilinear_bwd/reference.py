@@ -54,6 +54,18 @@ def _corners(n_in, n_out, align_corners, scale):
     return [(c[:, 0].astype(np.int64), c[:, 2]), (c[:, 1].astype(np.int64), c[:, 3])]
 
 
+def _eight_corners(spatial_in, spatial_out, align_corners, scales):
+    """For each of the 8 corners: input indices (a, b, e) and weights, as
+    arrays broadcast over the output grid (oD, oH, oW)."""
+    cd, ch, cw = (_corners(int(i), int(o), align_corners, s)
+                  for i, o, s in zip(spatial_in, spatial_out, scales))
+    for a, wa in cd:
+        for b, wb in ch:
+            for e, we in cw:
+                yield (a[:, None, None], b[None, :, None], e[None, None, :],
+                       wa[:, None, None] * wb[None, :, None] * we[None, None, :])
+
+
 def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
     """The backward of trilinear upsampling, summed voxel by voxel in float64.
 
@@ -77,16 +89,11 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
     slices = n * c
     g = g.reshape(slices, od * oh * ow)
     result = np.zeros((slices, id_ * ih * iw))
-    cd = _corners(id_, od, align_corners, scales[0])
-    ch = _corners(ih, oh, align_corners, scales[1])
-    cw = _corners(iw, ow, align_corners, scales[2])
-    for a, wa in cd:
-        for b, wb in ch:
-            for e, we in cw:
-                weight = (wa[:, None, None] * wb[None, :, None] * we[None, None, :]).ravel()
-                target = ((a[:, None, None] * ih + b[None, :, None]) * iw + e[None, None, :]).ravel()
-                for s in range(slices):
-                    result[s] += np.bincount(target, weights=g[s] * weight, minlength=id_ * ih * iw)
+    for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales):
+        target = ((a * ih + b) * iw + e).ravel()
+        for s in range(slices):
+            result[s] += np.bincount(target, weights=g[s] * weight.ravel(),
+                                     minlength=id_ * ih * iw)
     return result.reshape(n, c, id_, ih, iw)
 
 
@@ -100,14 +107,8 @@ def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
     n, c, id_, ih, iw = x.shape
     od, oh, ow = (int(v) for v in output_size)
     out = np.zeros((n, c, od, oh, ow))
-    cd = _corners(id_, od, align_corners, scales[0])
-    ch = _corners(ih, oh, align_corners, scales[1])
-    cw = _corners(iw, ow, align_corners, scales[2])
-    for a, wa in cd:
-        for b, wb in ch:
-            for e, we in cw:
-                weight = wa[:, None, None] * wb[None, :, None] * we[None, None, :]
-                out += x[:, :, a[:, None, None], b[None, :, None], e[None, None, :]] * weight
+    for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales):
+        out += x[:, :, a, b, e] * weight
     return out
 
 
