@@ -1,5 +1,7 @@
 """The main job from the command line, and a light import."""
 
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -49,3 +51,122 @@ def test_import_is_light():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == ""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="sys.stdlib_module_names is 3.10+")
+def test_import_adds_only_the_standard_library_beyond_numpy():
+    """Every module ``import trilinear_bwd`` loads after NumPy is its own or the stdlib's.
+
+    The guard behind "import is fast": no third-party package, however small,
+    is imported eagerly (optional integrations load on first attribute use).
+    """
+    code = (
+        "import sys, numpy\n"
+        "before = set(sys.modules)\n"
+        "import trilinear_bwd\n"
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert "trilinear_bwd._openmp_helpers" in new  # the check can see the package
+    foreign = [m for m in new
+               if m.split(".")[0] not in sys.stdlib_module_names
+               and m.split(".")[0] != "trilinear_bwd"
+               and not m.startswith(("_cython_", "cython_runtime"))]
+    assert foreign == []
+    lazy = [m for m in new if m in ("trilinear_bwd.reference", "trilinear_bwd.aclnn",
+                                    "trilinear_bwd.torch", "trilinear_bwd.dask",
+                                    "trilinear_bwd.bench", "trilinear_bwd.__main__")]
+    assert lazy == []
+
+
+def test_show_config_reports_build_and_runtime():
+    import io
+    import re
+
+    import trilinear_bwd as tb
+    from trilinear_bwd import _info
+
+    facts = _info.config()
+    assert facts["version"] == tb.__version__
+    assert isinstance(facts["openmp"], bool)
+    assert facts["default_threads"] >= 1 and facts["processors"] >= 1
+    assert "baseline" in facts["kernel_variants"]
+    assert facts["active_variant"] in facts["kernel_variants"]
+    assert ("avx2" in facts["kernel_variants"]) <= facts["cpu_avx2_f16c"]
+    if facts["openmp"]:
+        assert re.fullmatch(r"\d{6} \(OpenMP [\d.?]+\)", facts["openmp_version"])
+        assert any(name in facts["openmp_runtime"] for name in ("gomp", "omp", "vcomp")), \
+            facts["openmp_runtime"]
+    else:
+        assert facts["openmp_version"].startswith("none")
+    printed = io.StringIO()
+    tb.show_config(file=printed)
+    for key in facts:
+        assert f"{key}:" in printed.getvalue()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_openmp_runtime_found_without_threadpoolctl():
+    """Without threadpoolctl the runtime comes from the process's memory map."""
+    from trilinear_bwd import _info, _openmp_helpers
+
+    if not _openmp_helpers.openmp_enabled():
+        pytest.skip("serial build: no OpenMP runtime to find")
+    code = (
+        "import sys; sys.modules['threadpoolctl'] = None\n"
+        "from trilinear_bwd import _info\n"
+        "print(_info.openmp_runtimes())"
+    )
+    text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout
+    assert "omp" in text and "/" in text, text
+    found = _info._runtimes_loaded_libraries()
+    paths = [path for _, _, path in found]
+    assert paths and all(p in text for p in paths)
+    try:
+        listed = {os.path.realpath(p) for _, _, p in _info._runtimes_threadpoolctl()}
+    except ImportError:
+        return
+    # Both ways name the same libraries.
+    assert listed == {os.path.realpath(p) for p in paths}
+
+
+def test_version_has_one_source():
+    """__version__ comes from _version.py, the installed metadata agrees, and the
+    changelog has an entry for it."""
+    import importlib.metadata
+    import re
+
+    import trilinear_bwd as tb
+    from trilinear_bwd import _version
+
+    assert tb.__version__ == _version.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+([.-]?(a|b|rc|dev|post)\d*)*", tb.__version__)
+    try:
+        assert importlib.metadata.version("trilinear_bwd") == tb.__version__
+    except importlib.metadata.PackageNotFoundError:
+        pass  # an in-place build that was never installed: no metadata to compare
+    changelog = pathlib.Path(__file__).resolve().parent.parent / "CHANGELOG.md"
+    if changelog.exists():
+        assert f"## [{tb.__version__}]" in changelog.read_text(encoding="utf-8")
+
+
+def test_tests_run_against_installed_package():
+    """Under ci/test_wheel.sh: the package being tested is the installed one.
+
+    ``TRILINEAR_BWD_EXPECT_INSTALLED_IN`` names the virtual environment the
+    wheel was installed into; the package and its extensions must come from
+    there, not from a source tree.  Elsewhere, the package imported must at
+    least carry its compiled extensions next to its Python files.
+    """
+    import trilinear_bwd
+    from trilinear_bwd import _openmp_helpers
+
+    pkg = os.path.dirname(os.path.realpath(trilinear_bwd.__file__))
+    assert os.path.dirname(os.path.realpath(_openmp_helpers.__file__)) == pkg
+    venv = os.environ.get("TRILINEAR_BWD_EXPECT_INSTALLED_IN")
+    if venv:
+        assert pkg.startswith(os.path.realpath(venv) + os.sep), pkg
+        repo = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        assert not pkg.startswith(repo + os.sep), pkg
