@@ -253,10 +253,21 @@ def test_aclnn_stream_error_is_a_status():
     assert aclnn.aclrtSynchronizeStream(stream) == 0  # the error was reported once
 
 
-def test_num_threads_none_follows_openmp_default(monkeypatch):
+def test_num_threads_none_follows_openmp_default():
     from trilinear_bwd import _openmp_helpers
 
-    g, gi, size, ex = phase_one(shape_in=(4, 4, 4, 5, 6))
+    g, gi, size, ex = phase_one(shape_in=(4, 8, 16, 16, 16), shape_out=(32, 32, 32))
     assert ex.num_threads == min(_openmp_helpers.max_threads(), ex._plan.n_slots)
     g, gi, size, ex = phase_one(num_threads=1)
     assert ex.num_threads == 1 and size > 0
+
+
+def test_small_problems_use_fewer_threads_by_default():
+    g, gi, size, ex = phase_one(shape_in=(1, 1, 2, 2, 2), shape_out=(4, 4, 4))
+    assert ex.num_threads == 1
+    tb.execute(tb.alloc_workspace(size), size, ex)
+    assert ex.last_num_threads == 1
+    # An explicit request is honoured as given.
+    g, gi, size, ex = phase_one(shape_in=(1, 4, 2, 2, 2), shape_out=(4, 4, 4), num_threads=2)
+    tb.execute(tb.alloc_workspace(size), size, ex)
+    assert ex.num_threads == 2 and ex.last_num_threads == 2

@@ -18,6 +18,11 @@ from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 from ._validate import as_array, has_internal_overlap, invalid, validate
 
 MAX_THREADS = 1024
+# With the default thread count, small problems use fewer threads: a thread
+# per this many bytes moved at most.  Waking a team costs more than the work,
+# and under load a descheduled team member stalls everyone at the barrier.
+# (Results do not depend on the thread count.)
+BYTES_PER_THREAD = 256 * 2**10
 
 _READY, _CONSUMED, _DESTROYED = "ready", "consumed", "destroyed"
 
@@ -65,6 +70,8 @@ class Executor:
         self._plan = make_plan(args, requested)
         self._kernel = _dispatch.kernel_module().KernelPlan(self._plan.spec)
         self._threads = min(requested, self._plan.n_slots)
+        moved = args.grad_out.nbytes + args.grad_input.nbytes
+        self._default_cap = max(1, moved // BYTES_PER_THREAD)
         self._lock = threading.Lock()
         self._state = _READY
         self._repeatable = False
@@ -101,7 +108,8 @@ class Executor:
     def num_threads(self):
         """The team size a run will use now."""
         if self._follow_default:
-            return max(1, min(_openmp_helpers.effective_n_threads(None), self._plan.n_slots))
+            return max(1, min(_openmp_helpers.effective_n_threads(None), self._plan.n_slots,
+                              self._default_cap))
         return self._threads
 
     @property
