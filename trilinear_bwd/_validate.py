@@ -7,6 +7,7 @@ call is found here, before any memory is written.  Messages use the operator's
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,33 +69,119 @@ def invalid(message):
     return InvalidArgumentError(message)
 
 
+# Arrays the library writes: importing them must never copy, or the result
+# would land in a temporary and be lost.
+_WRITTEN = frozenset({"gradInput", "workspace"})
+_DLPACK_CPU = 1  # kDLCPU
+
+
 def as_array(obj, name):
     """View ``obj`` as a NumPy array without copying, or raise 161002.
 
-    Accepts NumPy arrays, objects with ``__dlpack__`` (CPU devices only) and
-    anything exposing the buffer or array interface.
+    Accepts NumPy arrays, PyTorch CPU tensors (any strides, any of the four
+    float dtypes including bfloat16, with or without ``requires_grad``),
+    other objects with ``__dlpack__`` on a CPU device, and anything exposing
+    the buffer or array interface (memoryviews, ``__array_interface__``).
+    These are all viewed in place: the result shares the caller's memory and
+    is writable when the caller's memory is.
+
+    Parameters
+    ----------
+    obj : object
+        The caller's array.
+    name : str
+        The operator's name for it, used in messages.  ``"gradInput"`` and
+        ``"workspace"`` are written: for them an object that could only be
+        converted by copying (a list, say) is refused instead of copied.
+
+    Returns
+    -------
+    ndarray
+        A view of ``obj``'s memory; ``obj`` itself if it is an ndarray.
+
+    Raises
+    ------
+    InvalidArgumentError
+        (161002) ``obj`` lives on a non-CPU device, is a scalar or string,
+        cannot be imported, needs a copy but is written, or is a tensor that
+        requires grad passed as ``gradInput`` while grad mode is on.
     """
     if isinstance(obj, np.ndarray):
         return obj
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, getattr(torch, "Tensor", ())):
+        return _from_torch(torch, obj, name)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         try:
             device_type = int(obj.__dlpack_device__()[0])
         except Exception as exc:  # noqa: BLE001 - a foreign object misbehaving
             raise invalid(f"{name}: __dlpack_device__() failed: {exc}") from None
-        if device_type != 1:  # kDLCPU
+        if device_type != _DLPACK_CPU:
             raise invalid(
-                f"{name} must live in CPU memory, got a DLPack device of type {device_type}"
+                f"{name} must live in CPU memory (DLPack device type {_DLPACK_CPU}), "
+                f"got a DLPack device of type {device_type}"
             )
-        try:
-            return np.from_dlpack(obj)
-        except Exception as exc:  # noqa: BLE001
-            raise invalid(f"{name} could not be imported through DLPack: {exc}") from None
+        return _from_dlpack(obj, name)
     if isinstance(obj, (bool, numbers.Number, str, bytes)):
         raise invalid(f"{name} must be an array, got {type(obj).__name__}")
     try:
+        if name in _WRITTEN:
+            try:
+                return np.asarray(obj, copy=False)
+            except TypeError:  # NumPy 1.x: no copy keyword; it copies only if needed
+                return np.asarray(obj)
         return np.asarray(obj)
+    except ValueError as exc:
+        if name in _WRITTEN and "copy" in str(exc):
+            raise invalid(
+                f"{name} is written in place, so it must be an array whose memory can be "
+                f"shared (NumPy array, DLPack tensor or buffer), got {type(obj).__name__}"
+            ) from None
+        raise invalid(f"{name} must be an array, got {type(obj).__name__}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - whatever np.asarray objects to
         raise invalid(f"{name} must be an array, got {type(obj).__name__}: {exc}") from None
+
+
+def _from_dlpack(obj, name, what=None):
+    """Import a CPU DLPack producer, asking it not to copy."""
+    try:
+        try:
+            return np.from_dlpack(obj, copy=False)
+        except TypeError:  # NumPy < 2.1, or a producer without the copy keyword
+            return np.from_dlpack(obj)
+    except Exception as exc:  # noqa: BLE001 - the producer's own error
+        raise invalid(
+            f"{name}{what or ''} could not be imported through DLPack: {exc}"
+        ) from None
+
+
+def _from_torch(torch, tensor, name):
+    """View a PyTorch tensor's memory as a NumPy array, without copying.
+
+    Handled here rather than by plain DLPack because a tensor that requires
+    grad refuses to export itself (its memory is still readable: ``detach``
+    shares it), and NumPy cannot import bfloat16 through DLPack: the bits are
+    imported as int16 and viewed as ``ml_dtypes.bfloat16``.
+    """
+    if tensor.device.type != "cpu":
+        raise invalid(f"{name} must live in CPU memory, got a torch tensor on {tensor.device}")
+    if tensor.layout != torch.strided:
+        raise invalid(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+    if tensor.requires_grad:
+        if name in _WRITTEN and torch.is_grad_enabled():
+            # PyTorch's own rule for out= tensors: writing into a tensor that
+            # autograd tracks would silently corrupt its graph.
+            raise invalid(
+                f"{name} is written in place and must not require grad while grad mode "
+                "is enabled; pass tensor.detach() or call under torch.no_grad()"
+            )
+        tensor = tensor.detach()
+    what = f" (a torch.{str(tensor.dtype).rpartition('.')[2]} tensor)"
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return _from_dlpack(tensor.view(torch.int16), name, what).view(ml_dtypes.bfloat16)
+    return _from_dlpack(tensor, name, what)
 
 
 def _int_list(value, name, length):

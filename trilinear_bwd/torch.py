@@ -1,0 +1,426 @@
+"""PyTorch integration: this library's kernel as the backward of trilinear upsampling.
+
+Three ways in, from the least to the most invasive:
+
+* :func:`upsample_trilinear3d_backward` -- ``aten::upsample_trilinear3d_backward``'s
+  signature on torch tensors, computed by this library (also registered as the
+  custom operator ``torch.ops.trilinear_bwd.upsample_trilinear3d_backward``,
+  which ``torch.compile`` treats as an opaque call);
+* :func:`upsample_trilinear3d` -- a differentiable drop-in for
+  ``F.interpolate(x, ..., mode="trilinear")`` whose forward is PyTorch's and
+  whose backward is this library's;
+* :func:`enable` / :func:`disable` / :func:`enabled` -- register the kernel as
+  the CPU implementation of ``aten::upsample_trilinear3d_backward`` itself, so
+  unchanged code that calls ``F.interpolate(..., mode="trilinear")`` and
+  ``.backward()`` uses it.
+
+PyTorch is an optional dependency: ``import trilinear_bwd`` never imports it;
+this module does, on first use.  Tensors are passed to the kernel without a
+copy (DLPack), and gradients are written straight into a new tensor.
+
+Examples
+--------
+>>> import torch, trilinear_bwd.torch as tbt
+>>> x = torch.randn(1, 2, 4, 4, 4, requires_grad=True)
+>>> tbt.upsample_trilinear3d(x, scale_factor=2).sum().backward()
+>>> x.grad.shape
+torch.Size([1, 2, 4, 4, 4])
+>>> with tbt.enabled():                  # or tbt.enable() ... tbt.disable()
+...     y = torch.nn.functional.interpolate(x, scale_factor=2, mode="trilinear")
+...     y.sum().backward()               # runs this library's kernel
+"""
+
+import contextlib
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from ._api import upsample_trilinear3d_backward as _tb_backward
+from ._status import InvalidArgumentError, NullArgumentError
+
+__all__ = [
+    "call_counts",
+    "disable",
+    "enable",
+    "enabled",
+    "is_enabled",
+    "upsample_trilinear3d",
+    "upsample_trilinear3d_backward",
+]
+
+# Backward calls on CPU, for tests and the curious: how many ran this
+# library's kernel and how many fell back to PyTorch's (_kernel_or_fallback).
+_calls = {"kernel": 0, "fallback": 0}
+
+
+def _memory_format(grad_output):
+    """The layout of the gradient PyTorch's own kernel would allocate."""
+    if grad_output.dim() == 5 and grad_output.size(1) > 1:
+        try:
+            from torch._prims_common import suggest_memory_format
+        except ImportError:  # pragma: no cover - a private helper that could move
+            pass
+        else:
+            return suggest_memory_format(grad_output)
+        if grad_output.is_contiguous(memory_format=torch.channels_last_3d) and not (
+            grad_output.is_contiguous()
+        ):
+            return torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def _scales(scales_d, scales_h, scales_w):
+    # aten's None ("not given") is this library's 0.0.
+    return tuple(0.0 if s is None else float(s) for s in (scales_d, scales_h, scales_w))
+
+
+def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
+         num_threads):
+    grad_input = torch.empty(
+        tuple(int(n) for n in input_size), dtype=grad_output.dtype, memory_format=memory_format
+    )
+    _tb_backward(grad_output, tuple(grad_input.shape), tuple(int(n) for n in output_size),
+                 bool(align_corners), scales, out=grad_input, num_threads=num_threads)
+    return grad_input
+
+
+def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners,
+                                  scales_d=None, scales_h=None, scales_w=None, *,
+                                  memory_format=None, num_threads=None):
+    """``aten::upsample_trilinear3d_backward`` on CPU tensors, computed by this library.
+
+    Parameters
+    ----------
+    grad_output : torch.Tensor, shape (N, C, oD, oH, oW)
+        A CPU tensor of float32, float64, float16 or bfloat16, any strides.
+        Read in place (DLPack), never copied.
+    output_size : sequence of 3 int
+        ``(oD, oH, oW)``.
+    input_size : sequence of 5 int
+        ``(N, C, iD, iH, iW)``.
+    align_corners : bool
+    scales_d, scales_h, scales_w : float or None
+        The forward's scale factors, as ``F.interpolate`` passes them (None
+        when the forward was given a size).
+    memory_format : torch.memory_format, optional
+        Layout of the result; by default the one PyTorch's kernel picks
+        (channels-last-3d when ``grad_output`` is channels-last-3d).
+    num_threads : int, optional
+        OpenMP threads; None follows ``torch.set_num_threads`` /
+        ``OMP_NUM_THREADS`` / ``threadpoolctl`` (see the threads guide).
+
+    Returns
+    -------
+    torch.Tensor, shape (N, C, iD, iH, iW)
+        A new tensor of ``grad_output``'s dtype.
+
+    Raises
+    ------
+    AclnnError
+        (161001 / 161002) for arguments that break the operator contract,
+        including a ``grad_output`` on a non-CPU device.
+
+    Examples
+    --------
+    >>> import torch, trilinear_bwd.torch as tbt
+    >>> g = torch.ones(1, 1, 4, 4, 4)
+    >>> tbt.upsample_trilinear3d_backward(g, (4, 4, 4), (1, 1, 2, 2, 2), False).sum().item()
+    64.0
+    """
+    if grad_output is None:
+        raise NullArgumentError("gradOut must not be None")
+    if not isinstance(grad_output, torch.Tensor):
+        raise InvalidArgumentError(
+            f"gradOut must be a torch.Tensor, got {type(grad_output).__name__}; "
+            "use trilinear_bwd.upsample_trilinear3d_backward for other arrays"
+        )
+    if grad_output.device.type != "cpu":
+        raise InvalidArgumentError(
+            f"gradOut must live in CPU memory, got a torch tensor on {grad_output.device}"
+        )
+    if memory_format is None:
+        memory_format = _memory_format(grad_output)
+    return _run(grad_output, output_size, input_size, align_corners,
+                _scales(scales_d, scales_h, scales_w), memory_format, num_threads)
+
+
+# -- the custom operator ------------------------------------------------------
+#
+# The autograd Function's backward goes through a registered operator rather
+# than a plain Python call, so that torch.compile (dynamo, AOTAutograd,
+# inductor) records it as one opaque node instead of trying to trace the
+# kernel; its fake implementation gives shapes and strides to the tracer.
+
+@torch.library.custom_op("trilinear_bwd::upsample_trilinear3d_backward", mutates_args=())
+def _backward_op(grad_output: torch.Tensor, output_size: Sequence[int],
+                 input_size: Sequence[int], align_corners: bool,
+                 scales_d: Optional[float], scales_h: Optional[float],
+                 scales_w: Optional[float]) -> torch.Tensor:
+    if grad_output.device.type != "cpu":
+        return torch.ops.aten.upsample_trilinear3d_backward(
+            grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+    return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
+
+
+@_backward_op.register_fake
+def _(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w):
+    return torch.empty(tuple(input_size), dtype=grad_output.dtype, device=grad_output.device,
+                       memory_format=_memory_format(grad_output))
+
+
+def _backward_op_setup(ctx, inputs, output):
+    _, ctx.output_size, _, ctx.align_corners, *ctx.scales = inputs
+
+
+def _backward_op_backward(ctx, grad_grad_input):
+    # The backward is linear in grad_output; its adjoint is the forward.
+    grad_grad_output = torch.ops.aten.upsample_trilinear3d(
+        grad_grad_input, ctx.output_size, ctx.align_corners, *ctx.scales)
+    return grad_grad_output, None, None, None, None, None, None
+
+
+torch.library.register_autograd(
+    "trilinear_bwd::upsample_trilinear3d_backward", _backward_op_backward,
+    setup_context=_backward_op_setup,
+)
+
+
+# -- the differentiable upsampling ---------------------------------------------
+
+def _expand(value, what):
+    if isinstance(value, (list, tuple)):
+        if len(value) != 3:
+            raise ValueError(f"{what} must have 3 elements (D, H, W), got {len(value)}")
+        return list(value)
+    return [value] * 3
+
+
+class UpsampleTrilinear3d(torch.autograd.Function):
+    """Trilinear upsampling: PyTorch's forward, this library's backward.
+
+    Use it through :func:`upsample_trilinear3d`.  ``apply(x, size,
+    scale_factor, align_corners, recompute_scale_factor)`` takes
+    ``F.interpolate``'s arguments.
+    """
+
+    @staticmethod
+    def forward(ctx, x, size, scale_factor, align_corners, recompute_scale_factor):
+        y = F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
+                          align_corners=align_corners,
+                          recompute_scale_factor=recompute_scale_factor)
+        # What F.interpolate hands aten::upsample_trilinear3d, and so what its
+        # own backward receives: the scale factors as given, unless a size
+        # was given or the factors were folded into a recomputed size.
+        if scale_factor is None or recompute_scale_factor:
+            scales = (None, None, None)
+        else:
+            scales = tuple(float(s) for s in _expand(scale_factor, "scale_factor"))
+        ctx.input_size = tuple(x.shape)
+        ctx.output_size = tuple(y.shape[2:])
+        ctx.align_corners = bool(align_corners)
+        ctx.scales = scales
+        ctx.memory_format = _memory_format(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        args = (ctx.output_size, ctx.input_size, ctx.align_corners, *ctx.scales)
+        if grad_output.device.type != "cpu":
+            grad_input = torch.ops.aten.upsample_trilinear3d_backward(grad_output, *args)
+        else:
+            grad_input = torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+                grad_output, *args)
+        # Keep the input's layout (channels-last-3d in, channels-last-3d out)
+        # even when grad_output arrived in another one.
+        if not grad_input.is_contiguous(memory_format=ctx.memory_format):
+            grad_input = grad_input.contiguous(memory_format=ctx.memory_format)
+        return grad_input, None, None, None, None
+
+
+def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
+                         recompute_scale_factor=None):
+    """Differentiable trilinear upsampling with this library's backward.
+
+    The forward is ``F.interpolate(x, size, scale_factor, mode="trilinear",
+    align_corners=align_corners, recompute_scale_factor=...)``, unchanged;
+    the backward runs this library's kernel on CPU tensors (PyTorch's on
+    other devices) and returns the gradient in ``x``'s memory format.
+    Double backward works (through PyTorch's forward, the adjoint).
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape (N, C, D, H, W)
+        float32, float64, float16 or bfloat16; NCDHW or channels-last-3d.
+    size : int or sequence of 3 int, optional
+        Output size; exactly one of ``size`` and ``scale_factor``.
+    scale_factor : float or sequence of 3 float, optional
+        Multiplier per spatial axis.
+    align_corners : bool, default False
+    recompute_scale_factor : bool, optional
+        As in ``F.interpolate``.
+
+    Returns
+    -------
+    torch.Tensor
+        The upsampled tensor, identical to ``F.interpolate``'s.
+
+    Examples
+    --------
+    >>> import torch, trilinear_bwd.torch as tbt
+    >>> x = torch.randn(2, 4, 8, 8, 8, requires_grad=True)
+    >>> y = tbt.upsample_trilinear3d(x, scale_factor=2)
+    >>> y.shape
+    torch.Size([2, 4, 16, 16, 16])
+    >>> y.square().mean().backward()
+    """
+    if x.dim() != 5:
+        raise ValueError(f"x must be 5-D (N, C, D, H, W), got {x.dim()}-D")
+    return UpsampleTrilinear3d.apply(x, size, scale_factor, align_corners,
+                                     recompute_scale_factor)
+
+
+# -- overriding aten's CPU kernel ----------------------------------------------
+
+_lock = threading.Lock()
+_library = None
+
+
+def call_counts():
+    """Count the CPU backward calls this module has handled so far.
+
+    Returns
+    -------
+    dict
+        ``{"kernel": k, "fallback": f}``: ``k`` calls ran this library's
+        kernel, ``f`` were handed to PyTorch's (calls outside this library's
+        contract).  Covers :func:`upsample_trilinear3d`'s backward and, while
+        :func:`enable` is in effect, ``aten::upsample_trilinear3d_backward``;
+        handy to check that the override is really used, for example under
+        ``torch.compile``.
+
+    Examples
+    --------
+    >>> import torch, trilinear_bwd.torch as tbt
+    >>> before = tbt.call_counts()["kernel"]
+    >>> x = torch.ones(1, 1, 2, 2, 2, requires_grad=True)
+    >>> tbt.upsample_trilinear3d(x, scale_factor=2).sum().backward()
+    >>> tbt.call_counts()["kernel"] - before
+    1
+    """
+    return dict(_calls)
+
+
+def _kernel_or_fallback(grad_output, output_size, input_size, align_corners, scales_d,
+                        scales_h, scales_w):
+    """This library's kernel; PyTorch's for the calls its contract refuses."""
+    try:
+        grad_input = _run(grad_output, output_size, input_size, align_corners,
+                          _scales(scales_d, scales_h, scales_w),
+                          _memory_format(grad_output), None)
+    except (InvalidArgumentError, NullArgumentError):
+        # Calls PyTorch accepts but this library's contract does not (explicit
+        # scales inconsistent with the sizes, sizes past the contract's
+        # limits) get PyTorch's own kernel, through the out= overload, which
+        # enable() leaves alone; calls PyTorch refuses get PyTorch's error.
+        _calls["fallback"] += 1
+        grad_input = torch.empty(tuple(input_size), dtype=grad_output.dtype,
+                                 device=grad_output.device,
+                                 memory_format=_memory_format(grad_output))
+        return torch.ops.aten.upsample_trilinear3d_backward.grad_input(
+            grad_output, output_size, input_size, align_corners, scales_d, scales_h,
+            scales_w, grad_input=grad_input)
+    _calls["kernel"] += 1
+    return grad_input
+
+
+def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=None,
+                 scales_h=None, scales_w=None):
+    # The CPU kernel of aten::upsample_trilinear3d_backward while enabled.
+    return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
+
+
+def enable():
+    """Make this library's kernel PyTorch's CPU ``upsample_trilinear3d_backward``.
+
+    Registers it, through ``torch.library``, as the CPU implementation of
+    ``aten::upsample_trilinear3d_backward`` for the whole process, so that
+    ``F.interpolate(..., mode="trilinear")`` followed by ``.backward()`` runs
+    it, in unchanged code.  Calls it cannot take (see the operator contract)
+    fall back to PyTorch's kernel.  The ``out=`` overload
+    (``upsample_trilinear3d_backward.grad_input``) and other devices are left
+    alone.  Calling it again does nothing.
+
+    Notes
+    -----
+    Works in eager mode and under ``torch.compile`` with the ``"eager"`` and
+    ``"aot_eager"`` backends.  The default ``"inductor"`` backend decomposes
+    trilinear upsampling into indexing and generates its own backward, which
+    never calls the aten operator: there, use :func:`upsample_trilinear3d`,
+    whose backward is an opaque custom operator that inductor keeps.
+
+    Examples
+    --------
+    >>> import trilinear_bwd.torch as tbt
+    >>> tbt.enable(); tbt.is_enabled()
+    True
+    >>> tbt.disable(); tbt.is_enabled()
+    False
+    """
+    global _library
+    with _lock:
+        if _library is not None:
+            return
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            # Overriding an aten kernel is what we mean to do.
+            warnings.filterwarnings(
+                "ignore", message=r"(?s).*Overriding a previously registered kernel")
+            lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
+        _library = lib
+
+
+def disable():
+    """Restore PyTorch's own CPU kernel of ``aten::upsample_trilinear3d_backward``.
+
+    Removes the registration :func:`enable` made; calling it when not enabled
+    does nothing.
+    """
+    global _library
+    with _lock:
+        lib, _library = _library, None
+        if lib is not None:
+            lib._destroy()
+
+
+def is_enabled():
+    """Return True between :func:`enable` and :func:`disable`."""
+    return _library is not None
+
+
+@contextlib.contextmanager
+def enabled():
+    """Context manager: :func:`enable` on entry, back to the previous state on exit.
+
+    The registration is process-wide, not per thread: other threads running
+    PyTorch meanwhile use this kernel too.
+
+    Examples
+    --------
+    >>> import torch, trilinear_bwd.torch as tbt
+    >>> x = torch.randn(1, 1, 4, 4, 4, requires_grad=True)
+    >>> with tbt.enabled():
+    ...     torch.nn.functional.interpolate(x, size=8, mode="trilinear").sum().backward()
+    """
+    was = is_enabled()
+    enable()
+    try:
+        yield
+    finally:
+        if not was:
+            disable()
