@@ -22,8 +22,9 @@ needs_openmp = pytest.mark.skipif(
 )
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Enough (slice, plane) work items for any team of a few threads.
-SHAPE_OUT, SHAPE_IN = (2, 4, 16, 16, 16), (2, 4, 8, 8, 8)
+# Enough (slice, plane) work items and bytes (the default uses at most a thread
+# per 256 KiB moved) for any team of a few threads.
+SHAPE_OUT, SHAPE_IN = (2, 4, 32, 32, 32), (2, 4, 16, 16, 16)
 
 
 def executor(num_threads=None):
@@ -150,6 +151,32 @@ def test_fork_child_runs_with_one_thread():
     assert proc.stdout.split() == [str(float(np.prod(SHAPE_OUT))), "0"]
 
 
+@needs_openmp
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_fork_child_without_precautions_does_not_hang():
+    """A child forked after a multi-thread run falls back to one thread, with a warning."""
+    code = """
+        import os, warnings, numpy as np, trilinear_bwd as tb
+        g = np.ones({out}, np.float32)
+        tb.upsample_trilinear3d_backward(g, {inp}, num_threads=2)
+        pid = os.fork()
+        if pid == 0:
+            size, ex = tb.get_workspace_size(g, {out}[2:], {inp}, False, 0, 0, 0,
+                                             np.empty({inp}, np.float32), num_threads=2)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                tb.execute(tb.alloc_workspace(size), size, ex)
+            ok = (ex.grad_input.sum() == g.sum() and ex.last_num_threads == 1
+                  and any("forked" in str(w.message) for w in caught))
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """.format(out=SHAPE_OUT, inp=SHAPE_IN)
+    proc = run_python(code, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0"]
+
+
 def test_torch_dataloader_style_limit(torch):
     """torch.set_num_threads(1) (what DataLoader workers do) limits this library
     too when both use the same OpenMP runtime; otherwise it is independent."""
@@ -219,4 +246,4 @@ def test_forked_dataloader_workers_can_call_the_kernel(torch):
     assert proc.returncode == 0, proc.stderr
     if "separate runtimes" in proc.stdout:
         pytest.skip("PyTorch and this library use different OpenMP runtimes")
-    assert proc.stdout.strip() == str([float(np.prod(SHAPE_OUT))] * 2)
+    assert proc.stdout.strip() == str([float(2 * 4 * 16**3)] * 2)  # the sum of g, per worker

@@ -8,7 +8,9 @@ kernel with the GIL released.
 """
 
 import numbers
+import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -25,6 +27,34 @@ MAX_THREADS = 1024
 BYTES_PER_THREAD = 256 * 2**10
 
 _READY, _CONSUMED, _DESTROYED = "ready", "consumed", "destroyed"
+
+# Fork safety.  GNU libgomp cannot start a thread team in a child forked after
+# the parent ran one: the child hangs.  Results do not depend on the thread
+# count, so a child forked after this process ran a team of several threads
+# runs single-threaded instead, and says so once.
+_team_started = False
+_forked_after_team = False
+
+
+def _after_fork_in_child():
+    global _forked_after_team
+    _forked_after_team = _forked_after_team or _team_started
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _fork_safe_threads(threads):
+    if threads > 1 and _forked_after_team:
+        warnings.warn(
+            "trilinear_bwd: this process was forked after running an OpenMP team, which "
+            "GNU libgomp cannot restart; running on one thread. Start workers with "
+            "'spawn' or 'forkserver' to use several (see docs/threads.md).",
+            RuntimeWarning, stacklevel=4,
+        )
+        return 1
+    return threads
 
 
 def resolve_num_threads(num_threads):
@@ -261,11 +291,14 @@ class _Job:
 
     def run_locked(self):
         """Run the kernel; the caller holds the executor's lock."""
+        global _team_started
         ws = 0 if self._workspace is None else data_address(self._workspace)
-        self._executor._last_team = self._kernel.run(
+        team = self._kernel.run(
             data_address(self._args.grad_out), data_address(self._args.grad_input),
-            ws, self._threads,
+            ws, _fork_safe_threads(self._threads),
         )
+        self._executor._last_team = team
+        _team_started = _team_started or team > 1
 
     def __call__(self):
         lock = self._executor._lock
