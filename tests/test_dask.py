@@ -1,0 +1,363 @@
+"""trilinear_bwd.dask: the backward on Dask arrays, on Dask's schedulers and a LocalCluster."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+
+import trilinear_bwd as tb  # noqa: E402
+from trilinear_bwd import reference  # noqa: E402
+from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
+
+from conftest import DTYPES, random_grad  # noqa: E402
+
+# (grad_out spatial shape, input spatial size, align_corners, scales): up- and
+# downsampling, both coordinate modes, given scales and an identity axis.
+CASES = [
+    ((12, 10, 9), (5, 4, 7), False, (0.0, 0.0, 0.0)),
+    ((12, 10, 9), (5, 4, 7), True, (0.0, 0.0, 0.0)),
+    ((12, 10, 9), (5, 4, 7), False, (2.5, 2.5, 1.3)),
+    ((6, 5, 8), (13, 11, 8), False, (0.0, 0.0, 0.0)),
+    ((6, 5, 8), (13, 11, 8), True, (0.0, 0.0, 0.0)),
+]
+
+
+def bits(a):
+    """The array's bytes as unsigned integers, for bitwise comparison (NaN included)."""
+    return np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+
+
+def coverage(n_in, n_out, align_corners, scale, chunks):
+    """Most grad_out chunks that contribute to one input point of the axis.
+
+    Computed from the reference's coefficients, independently of the module.
+    """
+    coefficients = reference.source_coefficients(n_in, n_out, align_corners, scale)
+    owners = [set() for _ in range(n_in)]
+    start = 0
+    for q, size in enumerate(chunks):
+        for j in range(start, start + size):
+            x0, x1, _, _ = coefficients[j]
+            owners[x0].add(q)
+            owners[x1].add(q)
+        start += size
+    return max(len(s) for s in owners)
+
+
+def assert_within_chunked_bound(result, g, input_size, align_corners, scales, chunks):
+    """The kernel's bound, plus one rounding per extra partial summed at a point.
+
+    Each partial carries the kernel's error on its own terms; adding P
+    partials adds at most (P - 1) u |B|(|grad_out|) (docs/dask.md).
+    """
+    exact = reference.backward(g.astype(np.float64), input_size, align_corners, scales)
+    bound = reference.error_bound(g, input_size, align_corners, scales, result.dtype)
+    parts = math.prod(
+        coverage(input_size[2 + k], g.shape[2 + k], align_corners, scales[k], chunks[2 + k])
+        for k in range(3))
+    u = np.finfo(np.float64 if result.dtype == np.float64 else np.float32).eps / 2
+    bound = bound + (parts - 1) * u * reference.backward(
+        np.abs(g.astype(np.float64)), input_size, align_corners, scales)
+    err = np.abs(result.astype(np.float64) - exact)
+    assert np.all(err <= bound), (
+        f"{np.sum(~(err <= bound))} elements outside the bound; worst excess "
+        f"{np.max(err - bound)}")
+
+
+# --------------------------------------------------------------------------
+# N and C chunks: the kernel per block, bitwise
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_nc_chunks_bitwise_equal_to_one_call(dtype, case):
+    spatial, size, ac, scales = CASES[case]
+    g = random_grad((3, 4) + spatial, dtype, seed=case)
+    expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac, scales=scales)
+    x = da.from_array(g, chunks=((2, 1), (1, 3)) + tuple((n,) for n in spatial))
+    lazy = dask_backward(x, size, align_corners=ac, scales=scales)
+    assert lazy.chunks == ((2, 1), (1, 3)) + tuple((n,) for n in size)
+    assert lazy.dtype == g.dtype
+    got = lazy.compute(scheduler="sync")
+    assert got.dtype == g.dtype and got.shape == expected.shape
+    assert np.array_equal(bits(got), bits(expected))
+
+
+def test_nc_chunks_default_output_size_and_five_element_input_size():
+    g = random_grad((2, 2, 8, 6, 4), "float32")
+    x = da.from_array(g, chunks=(1, 1, 8, 6, 4))
+    a = dask_backward(x, (2, 2, 4, 3, 2)).compute(scheduler="sync")
+    b = dask_backward(x, (4, 3, 2), output_size=(8, 6, 4)).compute(scheduler="sync")
+    assert np.array_equal(a, tb.upsample_trilinear3d_backward(g, (4, 3, 2)))
+    assert np.array_equal(a, b)
+
+
+def test_misaligned_blocks_are_accepted():
+    # Blocks deserialised by dask.distributed may start at any byte offset.
+    def misalign(block):
+        raw = np.empty(block.nbytes + 1, dtype=np.uint8)
+        odd = raw[1:].view(block.dtype).reshape(block.shape)
+        odd[...] = block
+        assert not odd.flags.aligned or block.size == 0
+        return odd
+
+    g = random_grad((2, 2, 8, 6, 4), "float32")
+    x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).map_blocks(
+        misalign, dtype=g.dtype, meta=np.empty((0,) * 5, g.dtype))
+    got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
+    assert np.array_equal(got, tb.upsample_trilinear3d_backward(g, (4, 3, 2)))
+
+
+def test_num_threads_reaches_each_kernel_call(monkeypatch):
+    import trilinear_bwd.dask as tbd
+
+    seen = []
+    real = tbd._kernel_call
+
+    def spy(*args, num_threads=None):
+        seen.append(num_threads)
+        return real(*args, num_threads=num_threads)
+
+    monkeypatch.setattr(tbd, "_kernel_call", spy)
+    g = random_grad((2, 1, 8, 8, 8), "float32")
+    x = da.from_array(g, chunks=(1, 1, 8, 8, 8))
+    one = dask_backward(x, (4, 4, 4)).compute(scheduler="sync")
+    assert seen == [1, 1]
+    seen.clear()
+    two = dask_backward(x, (4, 4, 4), num_threads=2).compute(scheduler="sync")
+    assert seen == [2, 2]
+    assert np.array_equal(one, two)
+
+
+def test_graph_is_lazy():
+    calls = []
+
+    def make(block):
+        calls.append(block.shape)
+        return block
+
+    g = random_grad((2, 1, 8, 8, 8), "float32")
+    for chunks in ((1, 1, 8, 8, 8), (2, 1, 4, 8, 8)):
+        calls.clear()
+        x = da.from_array(g, chunks=chunks).map_blocks(make, dtype=g.dtype,
+                                                       meta=np.empty((0,) * 5, g.dtype))
+        lazy = dask_backward(x, (4, 4, 4))
+        assert isinstance(lazy, da.Array) and calls == []
+        lazy.compute(scheduler="sync")
+        assert calls
+
+
+# --------------------------------------------------------------------------
+# D, H and W chunks: partials summed in a fixed order
+
+
+def test_partial_of_the_whole_volume_is_the_kernel_bitwise():
+    # The NumPy routine does the kernel's per-element arithmetic, so one
+    # "partial" covering everything, rounded once, is the kernel's result.
+    import trilinear_bwd.dask as tbd
+
+    for dtype in DTYPES:
+        for case, (spatial, size, ac, scales) in enumerate(CASES):
+            g = random_grad((2, 2) + spatial, dtype, seed=case)
+            axes = tuple((n_in, n_out, s, (0, n_out)) for n_in, n_out, s in
+                         zip(size, spatial, scales))
+            part = tbd._partial_block(g, ac, axes, block_id=(0,) * 5)
+            got = part.astype(g.dtype)
+            expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac,
+                                                        scales=scales)
+            assert np.array_equal(bits(got), bits(expected)), (dtype, case)
+
+
+SPATIAL_CHUNKS = [
+    (2, 4, 5, 4, 3),       # every axis split, uneven chunks
+    (3, 2, 6, 10, 9),      # D only
+    (3, 4, 1, 1, 1),       # one output point per block: many overlapping partials
+    (3, 4, 12, 3, 9),      # H only
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_spatial_chunks_within_bound_of_exact(dtype, case):
+    spatial, size, ac, scales = CASES[case]
+    g = random_grad((3, 4) + spatial, dtype, seed=10 + case)
+    input_size = (3, 4) + size
+    expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac, scales=scales)
+    for chunks in SPATIAL_CHUNKS:
+        x = da.from_array(g, chunks=chunks)
+        lazy = dask_backward(x, size, align_corners=ac, scales=scales)
+        got = lazy.compute(scheduler="sync")
+        assert got.dtype == g.dtype and got.shape == input_size
+        assert lazy.chunks[:2] == x.chunks[:2]
+        for k in range(3):
+            assert sum(lazy.chunks[2 + k]) == size[k] and min(lazy.chunks[2 + k]) > 0
+            assert len(lazy.chunks[2 + k]) <= len(x.chunks[2 + k])
+        assert_within_chunked_bound(got, g, input_size, ac, scales, x.chunks)
+        if dtype in ("float32", "float64"):
+            # Close to the one-call result too, relative to the largest gradient.
+            scale = np.abs(expected).max()
+            rtol = 1e-5 if dtype == "float32" else 1e-13
+            assert np.abs(got - expected).max() <= rtol * scale
+
+
+def test_spatial_chunks_are_bitwise_away_from_chunk_boundaries():
+    # One spatial cut at output D = 16 of a 2x upsampling: only input planes
+    # 7 and 8 receive terms from both sides.  Every other element is a single
+    # partial, computed with the kernel's arithmetic, so bitwise the kernel's.
+    g = random_grad((2, 3, 32, 8, 8), "float32", seed=3)
+    expected = tb.upsample_trilinear3d_backward(g, (16, 4, 4))
+    got = dask_backward(da.from_array(g, chunks=(2, 3, 16, 8, 8)), (16, 4, 4)).compute(
+        scheduler="sync")
+    differ = np.flatnonzero((bits(got) != bits(expected)).any(axis=(0, 1, 3, 4)))
+    assert set(differ) <= {7, 8}
+    assert np.abs(got - expected).max() <= 1e-6 * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_spatial_chunks_identical_across_schedulers_and_runs(dtype):
+    g = random_grad((2, 3, 24, 20, 18), dtype, seed=7)
+    x = da.from_array(g, chunks=(1, 2, 7, 6, 5))
+    lazy = dask_backward(x, (10, 9, 7))
+    first = lazy.compute(scheduler="sync")
+    runs = [first, lazy.compute(scheduler="sync")]
+    for workers in (1, 2, 4):
+        runs.append(lazy.compute(scheduler="threads", num_workers=workers))
+    # The graph built again from scratch.
+    again = dask_backward(da.from_array(g, chunks=(1, 2, 7, 6, 5)), (10, 9, 7))
+    runs.append(again.compute(scheduler="threads", num_workers=3))
+    for r in runs[1:]:
+        assert np.array_equal(bits(r), bits(first))
+
+
+def test_spatial_chunks_keep_nan_and_inf_where_the_kernel_does():
+    g = random_grad((1, 2, 12, 10, 9), "float32", seed=5)
+    g[0, 0, 6, 4, 3] = np.inf      # on a chunk boundary below
+    g[0, 1, 2, 7, 1] = np.nan
+    g[0, 1, 11, 0, 8] = -np.inf
+    expected = tb.upsample_trilinear3d_backward(g, (5, 4, 7))
+    got = dask_backward(da.from_array(g, chunks=(1, 1, 6, 4, 4)), (5, 4, 7)).compute(
+        scheduler="sync")
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert np.array_equal(np.isposinf(got), np.isposinf(expected))
+    assert np.array_equal(np.isneginf(got), np.isneginf(expected))
+
+
+def test_empty_batch_and_empty_chunks():
+    g = random_grad((0, 2, 8, 6, 4), "float32")
+    for chunks in ((1, 1, 8, 6, 4), (1, 1, 3, 6, 4)):
+        got = dask_backward(da.from_array(g, chunks=chunks), (4, 3, 2)).compute(
+            scheduler="sync")
+        assert got.shape == (0, 2, 4, 3, 2)
+    g = random_grad((1, 2, 8, 6, 4), "float32")
+    x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).rechunk(((1,), (2,), (3, 0, 5), (6,), (4,)))
+    assert 0 in x.chunks[2]
+    got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
+    expected = tb.upsample_trilinear3d_backward(g, (4, 3, 2))
+    assert np.abs(got - expected).max() <= 1e-6 * np.abs(expected).max()
+    # Dropping the empty chunk leaves D whole: the N/C path, with its bits.
+    x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).rechunk(((1,), (2,), (8, 0), (6,), (4,)))
+    got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
+    assert np.array_equal(got, expected)
+
+
+# --------------------------------------------------------------------------
+# Arguments
+
+
+def test_argument_errors_are_raised_at_graph_construction():
+    x = da.zeros((2, 3, 8, 8, 8), dtype="float32", chunks=(1, 3, 8, 8, 8))
+    with pytest.raises(tb.NullArgumentError):
+        dask_backward(None, (4, 4, 4))
+    with pytest.raises(tb.NullArgumentError):
+        dask_backward(x, None)
+    with pytest.raises(tb.InvalidArgumentError, match="dask.array.Array"):
+        dask_backward(np.zeros((2, 3, 8, 8, 8), np.float32), (4, 4, 4))
+    with pytest.raises(tb.InvalidArgumentError, match=r"inputSize\[0\] = 3"):
+        dask_backward(x, (3, 3, 4, 4, 4))
+    with pytest.raises(tb.InvalidArgumentError, match=r"inputSize\[3\] must be > 0"):
+        dask_backward(x, (4, 0, 4))
+    with pytest.raises(tb.InvalidArgumentError, match="scalesH"):
+        dask_backward(x, (4, 4, 4), scales=(2.0, 3.0, 2.0))
+    with pytest.raises(tb.InvalidArgumentError, match="dtype"):
+        dask_backward(x.astype("int32"), (4, 4, 4))
+    with pytest.raises(tb.InvalidArgumentError, match="5-D"):
+        dask_backward(x[0], (4, 4, 4))
+    with pytest.raises(tb.InvalidArgumentError, match="num_threads"):
+        dask_backward(x, (4, 4, 4), num_threads=0)
+    with pytest.raises(tb.InvalidArgumentError, match="alignCorners"):
+        dask_backward(x, (4, 4, 4), align_corners="yes")
+    unknown = da.Array(x.dask, x.name, ((np.nan, np.nan),) + x.chunks[1:], dtype=x.dtype)
+    with pytest.raises(tb.InvalidArgumentError, match="unknown"):
+        dask_backward(unknown, (4, 4, 4))
+    with pytest.raises(tb.InvalidArgumentError, match=r"outputSize\[0\] must be > 0"):
+        dask_backward(da.zeros((2, 3, 0, 8, 8), dtype="float32"), (4, 4, 4))
+    for err in (tb.NullArgumentError, tb.InvalidArgumentError):
+        assert issubclass(err, tb.AclnnError)
+
+
+def test_size_limits_apply_per_block_not_per_batch():
+    # N = 2**21 breaks the one-call limit on a dimension (2**20); in blocks of
+    # 2**20 each call is within it, so the graph builds.  Nothing is computed.
+    big = da.zeros((2**21, 1, 2, 2, 2), dtype="float32", chunks=(2**20, 1, 2, 2, 2))
+    with pytest.raises(tb.InvalidArgumentError, match="2\\*\\*20"):
+        tb.upsample_trilinear3d_backward(np.broadcast_to(np.float32(0), big.shape), (1, 1, 1))
+    lazy = dask_backward(big, (1, 1, 1))
+    assert lazy.shape == (2**21, 1, 1, 1, 1) and lazy.numblocks[0] == 2
+    with pytest.raises(tb.InvalidArgumentError, match="2\\*\\*20"):
+        dask_backward(big.rechunk((2**21, 1, 2, 2, 2)), (1, 1, 1))
+
+
+def test_reachable_as_a_lazy_attribute_of_the_package():
+    assert tb.dask.upsample_trilinear3d_backward is dask_backward
+
+
+# --------------------------------------------------------------------------
+# dask.distributed
+
+
+@pytest.mark.slow
+def test_local_cluster_matches_the_local_schedulers():
+    distributed = pytest.importorskip("distributed")
+
+    g = random_grad((4, 2, 16, 12, 10), "float32", seed=11)
+    nc = dask_backward(da.from_array(g, chunks=(1, 2, 16, 12, 10)), (8, 6, 5))
+    sp = dask_backward(da.from_array(g, chunks=(2, 1, 5, 6, 4)), (8, 6, 5))
+    expected_nc = tb.upsample_trilinear3d_backward(g, (8, 6, 5))
+    expected_sp = sp.compute(scheduler="sync")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, memory_limit="1GiB") as cluster, \
+            distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client) as stream:
+            got_nc, got_sp = client.compute([nc, sp], sync=True)
+        again = client.compute(sp, sync=True)
+    # Both workers took part: the work really crossed processes.
+    assert len({task["worker"] for task in stream.data}) == 2
+    assert np.array_equal(bits(got_nc), bits(expected_nc))
+    assert np.array_equal(bits(got_sp), bits(expected_sp))
+    assert np.array_equal(bits(again), bits(expected_sp))
+
+
+@pytest.mark.slow
+def test_example_runs_small(tmp_path):
+    pytest.importorskip("distributed")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "examples", "dask_batch.py")
+    if not os.path.exists(script):
+        pytest.skip("examples/ is not part of this installation")
+    env = dict(os.environ)
+    # The example imports the package the tests import, installed or in place.
+    package_parent = os.path.dirname(os.path.dirname(tb.__file__))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent,
+                                                      env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, script, "--batch", "6", "--channels", "2", "--size", "16",
+         "--block", "2", "--memory-limit", "300MiB"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bitwise equal to the in-memory call" in done.stdout
+    assert "single process, whole batch in memory" in done.stdout
