@@ -183,7 +183,12 @@ def test_grad_input_overlapping_itself():
 def test_misaligned_arrays():
     raw = np.zeros(2 * 3 * 4 * 6 * 8 * 4 + 1, np.uint8)
     g = raw[1:].view(np.float32).reshape(2, 3, 4, 6, 8)
+    g[...] = np.arange(g.size, dtype=np.float32).reshape(g.shape)
+    assert not g.flags.aligned
     expect(INVALID, "gradOut must be aligned", gradOut=g)
+    # The one-call function copies a misaligned grad_out instead.
+    np.testing.assert_array_equal(tb.upsample_trilinear3d_backward(g, (2, 3, 4)),
+                                  tb.upsample_trilinear3d_backward(g.copy(), (2, 3, 4)))
 
 
 @pytest.mark.parametrize("shape_out, shape_in, match", [

@@ -30,7 +30,9 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     ----------
     grad_out : array_like, shape (N, C, oD, oH, oW)
         Gradient of the upsampled volume: float32, float64, float16 or
-        bfloat16 (``ml_dtypes.bfloat16``); any layout or strides.
+        bfloat16 (``ml_dtypes.bfloat16``); any layout or strides.  Read in
+        place, except that an array not aligned to its element size is copied
+        first (the two-phase API rejects those).
     input_size : sequence of int
         The shape of the volume that was upsampled: ``(N, C, iD, iH, iW)``, or
         just ``(iD, iH, iW)`` with N and C taken from ``grad_out``.
@@ -72,6 +74,10 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     if input_size is None:
         raise NullArgumentError("inputSize must not be None")
     grad_out = as_array(grad_out, "gradOut")
+    if not grad_out.flags.aligned or any(st % grad_out.itemsize for st in grad_out.strides):
+        # Arrays that come back from pickling (dask.distributed, multiprocessing)
+        # are often misaligned; the kernel needs aligned elements, so copy.
+        grad_out = grad_out.copy()
     input_size = _spatial(input_size, "inputSize")
     if len(input_size) == 3 and grad_out.ndim == 5:
         input_size = tuple(grad_out.shape[:2]) + input_size
