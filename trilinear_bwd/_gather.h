@@ -17,7 +17,8 @@
  * zeroed.  A permute costs a cycle where a gather costs about five.  The row
  * buffer keeps 16 spare elements so a window may run past its end.  All paths
  * add the same terms in the same order with separate multiply and add, so
- * they round identically.
+ * they round identically.  With `stream` set, 32-byte-aligned blocks of `out`
+ * are written with non-temporal stores (see _store.h).
  */
 #ifndef TRILINEAR_BWD_GATHER_H
 #define TRILINEAR_BWD_GATHER_H
@@ -33,7 +34,8 @@ enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2 };
 static inline void tb_gather_f32(float *restrict out, const float *restrict row,
                                  const float *restrict weight, const int32_t *restrict src,
                                  const int32_t *restrict rel, const int32_t *restrict window,
-                                 const int8_t *restrict mode, int64_t n, int64_t width)
+                                 const int8_t *restrict mode, int64_t n, int64_t width,
+                                 int stream)
 {
     int64_t i = 0;
 #if defined(__AVX2__)
@@ -58,9 +60,13 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
             }
             acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
         }
-        _mm256_storeu_ps(out + i, acc);
+        if (stream && ((uintptr_t)(out + i) & 31) == 0)
+            _mm256_stream_ps(out + i, acc);
+        else
+            _mm256_storeu_ps(out + i, acc);
     }
 #endif
+    (void)stream;
     (void)rel;
     (void)window;
     (void)mode;
@@ -75,7 +81,7 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
 
 static inline void tb_gather_f64(double *restrict out, const double *restrict row,
                                  const double *restrict weight, const int32_t *restrict src,
-                                 int64_t n, int64_t width)
+                                 int64_t n, int64_t width, int stream)
 {
     int64_t i = 0;
 #if defined(__AVX2__)
@@ -89,10 +95,16 @@ static inline void tb_gather_f64(double *restrict out, const double *restrict ro
             lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k), xl));
             hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k + 4), xh));
         }
-        _mm256_storeu_pd(out + i, lo);
-        _mm256_storeu_pd(out + i + 4, hi);
+        if (stream && ((uintptr_t)(out + i) & 31) == 0) {
+            _mm256_stream_pd(out + i, lo);
+            _mm256_stream_pd(out + i + 4, hi);
+        } else {
+            _mm256_storeu_pd(out + i, lo);
+            _mm256_storeu_pd(out + i + 4, hi);
+        }
     }
 #endif
+    (void)stream;
     for (; i < n; ++i) {
         const int64_t base = (i / 8) * 8 * width + i % 8;
         double acc = 0.0;

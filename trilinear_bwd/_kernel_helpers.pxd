@@ -38,9 +38,9 @@ cdef extern from "_store.h" nogil:
 cdef extern from "_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,
                        const int32_t* src, const int32_t* rel, const int32_t* window,
-                       const int8_t* mode, int64_t n, int64_t width) noexcept
+                       const int8_t* mode, int64_t n, int64_t width, int stream) noexcept
     void tb_gather_f64(double* out, const double* row, const double* weight,
-                       const int32_t* src, int64_t n, int64_t width) noexcept
+                       const int32_t* src, int64_t n, int64_t width, int stream) noexcept
 
 
 cdef enum:
@@ -102,7 +102,7 @@ ctypedef struct Problem:
     bint plane_run         # rows are read in place and each grad_out plane is one run
     bint stream            # grad_input rows are unit-stride and written with streaming stores
     bint out_direct        # the W pass writes grad_input rows in place (accumulation type,
-                           # unit stride, not streamed)
+                           # unit stride; streamed only by the channels-first gather)
     int64_t nb2            # slice b is (b // nb2, b % nb2)
     int64_t n_items        # slices * input planes: the units of parallel work
     int64_t oh
@@ -249,29 +249,40 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
                     u16[o * so + k * si] = tb_float_to_bf16(src[o * n + k])
 
 
+cdef inline void reduce_rows(floating* acc, const floating* w, const int64_t* src,
+                             int64_t t0, int64_t t1, const floating* rows, int64_t stride,
+                             int64_t n) noexcept nogil:
+    # acc[:n] = sum over terms t0 <= t < t1 of w[t] * rows[src[t] * stride :],
+    # two terms per sweep (the H pass, and the W pass with C channels).
+    cdef int64_t t = t0
+    if t0 == t1:
+        fill_zero(acc, n)
+    while t + 1 < t1:
+        axpy2(acc, w[t], rows + src[t] * stride, w[t + 1], rows + src[t + 1] * stride, n,
+              t == t0)
+        t += 2
+    if t < t1:
+        axpy(acc, w[t], rows + src[t] * stride, n, t == t0)
+
+
 cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
-                        int64_t v, int64_t L) noexcept nogil:
+                        int64_t v, int64_t L, bint stream) noexcept nogil:
     # The W backward of one row (``row`` has a zero sentinel at index L and
-    # room for 16 elements after it).
-    # With C channels per position it is an axpy over C contiguous channels;
-    # with one (channels-first) it is a gather along the row over the padded
-    # table, 8 output points at a time where AVX2 exists.
+    # room for 16 elements after it).  With C channels per position it is an
+    # axpy over C contiguous channels per term; with one (channels-first) it
+    # is a gather along the row over the padded table, 8 output points at a
+    # time where AVX2 exists, optionally with streaming stores.
     cdef const floating* w = <const floating*> ax.weight
     cdef const floating* pw = <const floating*> ax.padded_weight
     cdef const int32_t* ps = ax.padded_src
-    cdef int64_t i, t, t0, t1
+    cdef int64_t i
     if v == 1:
         row[L] = 0
         if floating is float:
             tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.mode, ax.n_in,
-                          ax.width)
+                          ax.width, stream)
         else:
-            tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width)
+            tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width, stream)
     else:
         for i in range(ax.n_in):
-            t0 = ax.ptr[i]
-            t1 = ax.ptr[i + 1]
-            if t0 == t1:
-                fill_zero(out + i * v, v)
-            for t in range(t0, t1):
-                axpy(out + i * v, w[t], row + ax.src[t] * v, v, t == t0)
+            reduce_rows(out + i * v, w, ax.src, ax.ptr[i], ax.ptr[i + 1], row, v, v)

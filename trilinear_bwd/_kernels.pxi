@@ -25,6 +25,7 @@ from trilinear_bwd._kernel_helpers cimport (
     axpy2,
     fill_zero,
     load_row,
+    reduce_rows,
     store_row,
     tb_float_to_half,
     tb_float_to_half_soft,
@@ -41,22 +42,6 @@ from trilinear_bwd._kernel_helpers cimport (
 from trilinear_bwd._openmp cimport omp_get_thread_num
 
 import numpy as np
-
-
-cdef inline void _reduce_scratch(floating* acc, const floating* w, const int64_t* src,
-                                 int64_t t0, int64_t t1, const floating* rows, int64_t stride,
-                                 int64_t n) noexcept nogil:
-    # acc[:n] = sum over terms t0 <= t < t1 of w[t] * rows[src[t] * stride :],
-    # two terms per sweep.
-    cdef int64_t t = t0
-    if t0 == t1:
-        fill_zero(acc, n)
-    while t + 1 < t1:
-        axpy2(acc, w[t], rows + src[t] * stride, w[t + 1], rows + src[t + 1] * stride, n,
-              t == t0)
-        t += 2
-    if t < t1:
-        axpy(acc, w[t], rows + src[t] * stride, n, t == t0)
 
 
 cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* src,
@@ -131,14 +116,14 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     # a row at unaligned offsets, which would stall on the H pass's vector
     # stores if it followed them immediately.
     for row in range(p.ih):
-        _reduce_scratch(acc_h + row * p.h_stride, <const floating*> p.ax_h.weight, p.ax_h.src,
-                        p.ax_h.ptr[row], p.ax_h.ptr[row + 1], acc_d, L, L)
+        reduce_rows(acc_h + row * p.h_stride, <const floating*> p.ax_h.weight, p.ax_h.src,
+                    p.ax_h.ptr[row], p.ax_h.ptr[row + 1], acc_d, L, L)
     for row in range(p.ih):
         if p.out_direct:
             w_pass((<floating*> gin) + gi_base + row * p.gin.s_h, acc_h + row * p.h_stride,
-                   &p.ax_w, p.v, L)
+                   &p.ax_w, p.v, L, p.stream)
         else:
-            w_pass(out, acc_h + row * p.h_stride, &p.ax_w, p.v, L)
+            w_pass(out, acc_h + row * p.h_stride, &p.ax_w, p.v, L, False)
             store_row(gin, gi_base + row * p.gin.s_h, out, &p.gin.row, p.dtype, p.stream,
                       <void*> ((<char*> ws) + p.off_narrow))
     if p.stream:

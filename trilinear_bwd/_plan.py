@@ -132,7 +132,9 @@ def make_plan(args, n_threads):
     plane_run = read_mode != READ_CONVERT and (gout[3] == length or oh == 1)
     unit_rows = gin[4][0] == 1 and gin[4][3] == 1
     stream = unit_rows and gi.nbytes >= STREAM_BYTES
-    out_direct = unit_rows and not stream and args.dtype_code in (0, 1)
+    # float32/float64 rows are written in place by the W pass; when streamed,
+    # only by the channels-first gather, which can issue streaming stores.
+    out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1)
 
     # Each acc_h row keeps the zero sentinel of the padded W table and 16
     # spare elements for the windowed reads of _gather.h; rows start on a line.
