@@ -14,7 +14,9 @@
  *   TB_WINDOW16: within 16: two loads, two permutes and a blend;
  *   TB_GATHER:   anywhere: one gather instruction.
  * `rel` holds the offsets inside the window, -1 for padding, whose lanes are
- * zeroed.  A permute costs a cycle where a gather costs about five.  The row
+ * zeroed.  When every k of a block reads within the same 8 elements
+ * (block_window[block] >= 0, typical of downsampling) the window is loaded
+ * once for the block.  A permute costs a cycle where a gather costs about five.  The row
  * buffer keeps 16 spare elements so a window may run past its end.  All paths
  * add the same terms in the same order with separate multiply and add, so
  * they round identically.  With `stream` set, 32-byte-aligned blocks of `out`
@@ -34,8 +36,9 @@ enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2 };
 static inline void tb_gather_f32(float *restrict out, const float *restrict row,
                                  const float *restrict weight, const int32_t *restrict src,
                                  const int32_t *restrict rel, const int32_t *restrict window,
-                                 const int8_t *restrict mode, int64_t n, int64_t width,
-                                 int stream)
+                                 const int8_t *restrict mode,
+                                 const int32_t *restrict block_window, int64_t n,
+                                 int64_t width, int stream)
 {
     int64_t i = 0;
 #if defined(__AVX2__)
@@ -44,15 +47,18 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
         const float *w = weight + i * width;
         const int32_t *s = src + i * width, *r = rel + i * width, *win = window + (i / 8) * width;
         const int8_t *m = mode + (i / 8) * width;
-        __m256 acc = _mm256_setzero_ps();
+        const __m256 zero = _mm256_setzero_ps();
+        __m256 acc = zero;
+        const int32_t shared = block_window[i / 8];
+        const __m256 xs = shared >= 0 ? _mm256_loadu_ps(row + shared) : zero;
         for (int64_t k = 0; k < width; ++k) {
             __m256 x;
-            if (m[k] == TB_GATHER) {
+            if (shared < 0 && m[k] == TB_GATHER) {
                 x = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(s + 8 * k)), 4);
             } else {
                 const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
-                x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k]), idx);
-                if (m[k] == TB_WINDOW16) {
+                x = _mm256_permutevar8x32_ps(shared >= 0 ? xs : _mm256_loadu_ps(row + win[k]), idx);
+                if (shared < 0 && m[k] == TB_WINDOW16) {
                     const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
                     x = _mm256_blendv_ps(x, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
                 }
@@ -67,6 +73,7 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
     }
 #endif
     (void)stream;
+    (void)block_window;
     (void)rel;
     (void)window;
     (void)mode;

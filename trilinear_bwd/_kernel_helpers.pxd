@@ -38,7 +38,8 @@ cdef extern from "_store.h" nogil:
 cdef extern from "_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,
                        const int32_t* src, const int32_t* rel, const int32_t* window,
-                       const int8_t* mode, int64_t n, int64_t width, int stream) noexcept
+                       const int8_t* mode, const int32_t* block_window, int64_t n,
+                       int64_t width, int stream) noexcept
     void tb_gather_f64(double* out, const double* row, const double* weight,
                        const int32_t* src, int64_t n, int64_t width, int stream) noexcept
 
@@ -74,6 +75,7 @@ ctypedef struct Axis:
     const int32_t* padded_rel
     const int32_t* window
     const int8_t* mode
+    const int32_t* block_window
 
 
 ctypedef struct Row:
@@ -279,8 +281,8 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
     if v == 1:
         row[L] = 0
         if floating is float:
-            tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.mode, ax.n_in,
-                          ax.width, stream)
+            tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.mode,
+                          ax.block_window, ax.n_in, ax.width, stream)
         else:
             tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width, stream)
     else:

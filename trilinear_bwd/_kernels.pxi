@@ -160,7 +160,9 @@ cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
     padded_rel = np.ascontiguousarray(tables["padded_rel"], dtype=np.int32)
     window = np.ascontiguousarray(tables["window"], dtype=np.int32)
     mode = np.ascontiguousarray(tables["mode"], dtype=np.int8)
-    keep.extend((ptr, src, weight, padded_src, padded_weight, padded_rel, window, mode))
+    block_window = np.ascontiguousarray(tables["block_window"], dtype=np.int32)
+    keep.extend((ptr, src, weight, padded_src, padded_weight, padded_rel, window, mode,
+                 block_window))
     ax.n_in = ptr.shape[0] - 1
     ax.ptr = <const int64_t*> <uintptr_t> ptr.ctypes.data
     ax.src = <const int64_t*> <uintptr_t> src.ctypes.data
@@ -171,6 +173,7 @@ cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
     ax.padded_rel = <const int32_t*> <uintptr_t> padded_rel.ctypes.data
     ax.window = <const int32_t*> <uintptr_t> window.ctypes.data
     ax.mode = <const int8_t*> <uintptr_t> mode.ctypes.data
+    ax.block_window = <const int32_t*> <uintptr_t> block_window.ctypes.data
 
 
 cdef void _fill_volume(Volume* vol, tuple s) except *:

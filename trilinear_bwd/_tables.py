@@ -97,12 +97,21 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
     real = real.reshape(blocks, 8, width).transpose(0, 2, 1)
     # Where a block's 8 real sources for one k lie within 8 or 16 consecutive
-    # elements, the vector path reads them as a window instead of a gather.
-    lowest = np.where(real, padded_src, np.iinfo(np.int32).max).min(axis=2)
+    # elements, the vector path reads them as a window instead of a gather;
+    # where all of a block's sources (every k) lie within 8, one window read
+    # serves the whole block (block_window >= 0).
+    big = np.iinfo(np.int32).max
+    lowest = np.where(real, padded_src, big).min(axis=2)
     highest = np.where(real, padded_src, -1).max(axis=2)
     lowest = np.where(highest < 0, 0, lowest)
     span = highest - lowest
     mode = np.select([span < 8, span < 16], [WINDOW8, WINDOW16], GATHER).astype(np.int8)
+    block_low = np.where(real, padded_src, big).min(axis=(1, 2)) if width else np.zeros(blocks)
+    block_high = np.where(real, padded_src, -1).max(axis=(1, 2)) if width else np.zeros(blocks)
+    shared = (block_high - block_low < 8) & (block_high >= 0)
+    lowest = np.where(shared[:, None], block_low[:, None], lowest)
+    mode[shared] = WINDOW8
+    block_window = np.where(shared, block_low, -1).astype(np.int32)
     window = lowest.astype(np.int32)
     padded_rel = np.where(real, padded_src - lowest[:, :, None], -1).astype(np.int32)
     padded_src = padded_src.ravel()
@@ -111,5 +120,5 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     window = window.ravel()
     mode = mode.ravel()
     table.update(width=width, padded_src=padded_src, padded_weight=padded_weight,
-                 padded_rel=padded_rel, window=window, mode=mode)
+                 padded_rel=padded_rel, window=window, mode=mode, block_window=block_window)
     return table
