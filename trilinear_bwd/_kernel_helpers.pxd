@@ -31,6 +31,14 @@ cdef extern from "_convert.h" nogil:
                        int64_t n, int first) noexcept
     int tb_have_f16c() noexcept
 
+cdef extern from "_axpy.h" nogil:
+    void tb_axpy_f32(float* acc, float w, const float* x, int64_t n, int first) noexcept
+    void tb_axpy_f64(double* acc, double w, const double* x, int64_t n, int first) noexcept
+    void tb_axpy2_f32(float* acc, float w0, const float* x0, float w1, const float* x1,
+                      int64_t n, int first) noexcept
+    void tb_axpy2_f64(double* acc, double w0, const double* x0, double w1, const double* x1,
+                      int64_t n, int first) noexcept
+
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
     void tb_store_fence() noexcept
@@ -131,16 +139,11 @@ cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
 
 cdef inline void axpy(floating* acc, floating w, const floating* x, int64_t n,
                       bint first) noexcept nogil:
-    # acc = (first ? 0 : acc) + w * x.  The explicit ``0 +`` keeps the first
-    # term's rounding identical to every later one (and turns -0 into +0, as a
-    # zero-initialised accumulator does); the compiler may not drop it.
-    cdef int64_t k
-    if first:
-        for k in range(n):
-            acc[k] = <floating>0 + w * x[k]
+    # acc = (first ? 0 : acc) + w * x  (see _axpy.h).
+    if floating is float:
+        tb_axpy_f32(acc, w, x, n, first)
     else:
-        for k in range(n):
-            acc[k] = acc[k] + w * x[k]
+        tb_axpy_f64(acc, w, x, n, first)
 
 
 cdef inline void axpy2(floating* acc, floating w0, const floating* x0, floating w1,
@@ -148,13 +151,10 @@ cdef inline void axpy2(floating* acc, floating w0, const floating* x0, floating 
     # Two terms at once: acc = ((first ? 0 : acc) + w0 * x0) + w1 * x1, the
     # same roundings in the same order as two axpy calls, with half the
     # loads and stores of acc.
-    cdef int64_t k
-    if first:
-        for k in range(n):
-            acc[k] = (<floating>0 + w0 * x0[k]) + w1 * x1[k]
+    if floating is float:
+        tb_axpy2_f32(acc, w0, x0, w1, x1, n, first)
     else:
-        for k in range(n):
-            acc[k] = (acc[k] + w0 * x0[k]) + w1 * x1[k]
+        tb_axpy2_f64(acc, w0, x0, w1, x1, n, first)
 
 
 cdef inline void load_row(floating* dst, const char* base, int64_t off,
