@@ -1,5 +1,7 @@
 """Per-axis source indices and weights, computed once in float64 (spec, "Precision")."""
 
+import functools
+
 import numpy as np
 
 # How the vector W pass reads one (block, k) of the padded table (_gather.h).
@@ -44,7 +46,7 @@ def axis_coefficients(n_in, n_out, align_corners, scale):
 
 
 def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
-    """Return the backward of one axis in gather (CSR) form.
+    """Return the backward of one axis in gather (CSR) form (cached, read-only).
 
     Input point ``i`` receives the terms ``ptr[i] <= t < ptr[i+1]``, each
     ``weight[t] * g[src[t]]``.  Terms are ordered by output point; where
@@ -67,8 +69,24 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     -------
     dict
         ``ptr`` (int64, n_in + 1), ``src`` (int64, 2 * n_out) and ``weight``
-        (``dtype``, 2 * n_out), plus ``max_terms``, the longest sum.
+        (``dtype``, 2 * n_out), plus ``max_terms``, the longest sum.  The
+        arrays are read-only; for axes of up to ``CACHED_POINTS`` points they
+        are shared between calls with the same arguments, so that planning a
+        call in a training loop costs microseconds, not milliseconds.
     """
+    args = (int(n_in), int(n_out), bool(align_corners), float(scale), np.dtype(dtype).str,
+            sentinel)
+    if n_in + n_out <= CACHED_POINTS:
+        return _cached_axis_table(*args)
+    return _axis_table(*args)
+
+
+# Small axes' tables are cached (a few hundred KiB at most in all); large
+# ones are rebuilt, so that the cache never pins much memory.
+CACHED_POINTS = 4096
+
+
+def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel):
     x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale)
     target = np.stack([x0, x1], axis=1).ravel()
     source = np.repeat(np.arange(n_out, dtype=np.int64), 2)
@@ -121,4 +139,10 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     mode = mode.ravel()
     table.update(width=width, padded_src=padded_src, padded_weight=padded_weight,
                  padded_rel=padded_rel, window=window, mode=mode, block_window=block_window)
+    for value in table.values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
     return table
+
+
+_cached_axis_table = functools.lru_cache(maxsize=256)(_axis_table)
