@@ -19,8 +19,8 @@
  * once for the block.  A permute costs a cycle where a gather costs about five.  The row
  * buffer keeps 16 spare elements so a window may run past its end.  All paths
  * add the same terms in the same order with separate multiply and add, so
- * they round identically.  With `stream` set, 32-byte-aligned blocks of `out`
- * are written with non-temporal stores (see _store.h).
+ * they round identically.  With `stream` set, blocks of `out` are written with
+ * non-temporal stores where 16-byte aligned (see _store.h).
  */
 #ifndef TRILINEAR_BWD_GATHER_H
 #define TRILINEAR_BWD_GATHER_H
@@ -66,10 +66,14 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
             }
             acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
         }
-        if (stream && ((uintptr_t)(out + i) & 31) == 0)
-            _mm256_stream_ps(out + i, acc);
-        else
+        if (stream && ((uintptr_t)(out + i) & 15) == 0) {
+            /* 16-byte streaming stores: large arrays from malloc/mmap start
+             * 16 bytes past a page, so 32-byte alignment is rare. */
+            _mm_stream_ps(out + i, _mm256_castps256_ps128(acc));
+            _mm_stream_ps(out + i + 4, _mm256_extractf128_ps(acc, 1));
+        } else {
             _mm256_storeu_ps(out + i, acc);
+        }
     }
 #endif
     (void)stream;
@@ -102,9 +106,11 @@ static inline void tb_gather_f64(double *restrict out, const double *restrict ro
             lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k), xl));
             hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k + 4), xh));
         }
-        if (stream && ((uintptr_t)(out + i) & 31) == 0) {
-            _mm256_stream_pd(out + i, lo);
-            _mm256_stream_pd(out + i + 4, hi);
+        if (stream && ((uintptr_t)(out + i) & 15) == 0) {
+            _mm_stream_pd(out + i, _mm256_castpd256_pd128(lo));
+            _mm_stream_pd(out + i + 2, _mm256_extractf128_pd(lo, 1));
+            _mm_stream_pd(out + i + 4, _mm256_castpd256_pd128(hi));
+            _mm_stream_pd(out + i + 6, _mm256_extractf128_pd(hi, 1));
         } else {
             _mm256_storeu_pd(out + i, lo);
             _mm256_storeu_pd(out + i + 4, hi);
