@@ -6,7 +6,7 @@ import numpy as np
 
 from ._executor import Executor, alloc_workspace
 from ._plan import is_channels_last
-from ._status import NullArgumentError
+from ._status import InternalError, NullArgumentError
 from ._validate import as_array, invalid, validate
 
 def _spatial(value, name):
@@ -14,8 +14,8 @@ def _spatial(value, name):
         return None
     try:
         return tuple(value)
-    except TypeError:
-        raise invalid(f"{name} must be a sequence, got {value!r}") from None
+    except Exception:  # noqa: BLE001 - hardening: whatever iteration raises is a bad argument
+        raise invalid(f"{name} must be a sequence, got {type(value).__name__}") from None
 
 
 def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_corners=False,
@@ -74,10 +74,10 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     if input_size is None:
         raise NullArgumentError("inputSize must not be None")
     grad_out = as_array(grad_out, "gradOut")
-    if not grad_out.flags.aligned or any(st % grad_out.itemsize for st in grad_out.strides):
-        # Arrays that come back from pickling (dask.distributed, multiprocessing)
-        # are often misaligned; the kernel needs aligned elements, so copy.
-        grad_out = grad_out.copy()
+    # Arrays that come back from pickling (dask.distributed, multiprocessing)
+    # are often misaligned; the kernel needs aligned elements, so copy.
+    misaligned = not grad_out.flags.aligned or any(
+        st % grad_out.itemsize for st in grad_out.strides)
     input_size = _spatial(input_size, "inputSize")
     if len(input_size) == 3 and grad_out.ndim == 5:
         input_size = tuple(grad_out.shape[:2]) + input_size
@@ -87,8 +87,19 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     if len(scales) != 3:
         raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
 
-    args = validate(grad_out, output_size, input_size, align_corners, *scales, out,
+    # Hardening: the copy comes after validation, so that a call breaking a
+    # rule (a limit above all: a zero-stride view can describe 60 GiB)
+    # allocates nothing.  The copy is private, so an aligned stand-in of the
+    # same shape and dtype is what needs validating.
+    checked = np.broadcast_to(np.zeros((), grad_out.dtype), grad_out.shape) if misaligned \
+        else grad_out
+    args = validate(checked, output_size, input_size, align_corners, *scales, out,
                     allocate=out is None)
+    if misaligned:
+        try:
+            args = dataclasses.replace(args, grad_out=grad_out.copy())
+        except MemoryError as exc:
+            raise InternalError(f"could not copy the misaligned gradOut: {exc}") from None
     if out is None:
         out = _new_output(args.grad_out, args.input_size)
         args = dataclasses.replace(args, grad_input=out)
@@ -98,7 +109,12 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
 
 
 def _new_output(grad_out, shape):
-    if is_channels_last(grad_out):
-        n, c, d, h, w = shape
-        return np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
-    return np.empty(shape, dtype=grad_out.dtype)
+    # Hardening: running out of memory is an AclnnError (561000), not a
+    # MemoryError escaping from the middle of the call.
+    try:
+        if is_channels_last(grad_out):
+            n, c, d, h, w = shape
+            return np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
+        return np.empty(shape, dtype=grad_out.dtype)
+    except (MemoryError, ValueError) as exc:
+        raise InternalError(f"could not allocate gradInput of shape {shape}: {exc}") from None

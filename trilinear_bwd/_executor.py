@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _dispatch, _openmp_helpers
 from ._plan import data_address, make_plan
-from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
+from ._status import ExecutionError, InternalError, InvalidArgumentError, NullArgumentError
 from ._validate import as_array, has_internal_overlap, invalid, validate
 
 MAX_THREADS = 1024
@@ -272,9 +272,21 @@ class Executor:
         with self._hold("execute"):
             self._claim(workspace, workspace_size).run_locked()
 
-    def _enqueue(self, workspace, workspace_size):
+    def _enqueue(self, workspace, workspace_size, submit):
+        """Claim a run and hand it to ``submit`` (a stream's queue), atomically.
+
+        Hardening (failure atomicity): if ``submit`` fails, for example on a
+        closed stream, the claim is undone, so a single-use executor is not
+        consumed by a launch that never ran.
+        """
         with self._hold("execute"):
-            return self._claim(workspace, workspace_size)
+            state = self._state
+            job = self._claim(workspace, workspace_size)
+            try:
+                submit(job)
+            except BaseException:
+                self._state = state
+                raise
 
 
 class _Job:
@@ -343,6 +355,12 @@ def _checked_workspace(workspace, workspace_size, required, args):
         buf = np.frombuffer(workspace, dtype=np.uint8)
     else:
         buf = as_array(workspace, "workspace")
+    # Hardening: an object array is a block of PyObject pointers; letting the
+    # kernel write floats over them would crash the interpreter later.
+    if buf.dtype.hasobject:
+        raise InvalidArgumentError(
+            f"workspace must be a buffer of plain memory, got an array of dtype {buf.dtype}"
+        )
     if not buf.flags.c_contiguous:
         raise ExecutionError("workspace must be one contiguous block of memory")
     if not buf.flags.writeable:
@@ -439,12 +457,26 @@ def alloc_workspace(workspace_size):
     -------
     ndarray of uint8, shape (workspace_size,)
         Uninitialised: the kernels never read what they did not write.
+
+    Raises
+    ------
+    InvalidArgumentError
+        (161002) ``workspace_size`` is not an integer, or is negative.
+    InternalError
+        (561000) the memory could not be allocated.
     """
     if isinstance(workspace_size, (bool, np.bool_)) or not isinstance(workspace_size, numbers.Integral):
         raise InvalidArgumentError(f"workspaceSize must be an integer, got {workspace_size!r}")
     if workspace_size < 0:
         raise InvalidArgumentError(f"workspaceSize must be >= 0, got {workspace_size}")
-    raw = np.empty(int(workspace_size) + 64, dtype=np.uint8)
+    # Hardening: a size no allocator can satisfy is reported as an AclnnError
+    # (561000: not a rule the caller broke, but no MemoryError escaping).
+    try:
+        raw = np.empty(int(workspace_size) + 64, dtype=np.uint8)
+    except (MemoryError, ValueError) as exc:
+        raise InternalError(
+            f"could not allocate a workspace of {int(workspace_size)} bytes: {exc}"
+        ) from None
     start = -raw.ctypes.data % 64
     return raw[start:start + int(workspace_size)]
 
@@ -470,9 +502,14 @@ def execute(workspace, workspace_size, executor, stream=None):
     ------
     NullArgumentError
         (161001) ``executor`` is None, or ``workspace`` is None but needed.
+    InvalidArgumentError
+        (161002) ``executor`` is not an Executor, ``stream`` not a Stream,
+        ``workspace_size`` not an integer, or ``workspace`` not a buffer of
+        plain memory (an object array, for instance).
     ExecutionError
         (361001) the workspace is too small, read-only or overlaps an array;
-        the executor was consumed or destroyed, or is running right now.
+        the executor was consumed or destroyed, or is running right now; the
+        stream is closed.  A launch that fails consumes nothing.
     """
     if executor is None:
         raise NullArgumentError("executor must not be None")
@@ -487,4 +524,4 @@ def execute(workspace, workspace_size, executor, stream=None):
     if stream is None:
         executor._execute_now(workspace, workspace_size)
     else:
-        stream._submit(executor._enqueue(workspace, workspace_size))
+        executor._enqueue(workspace, workspace_size, stream._submit)

@@ -187,7 +187,15 @@ def _from_torch(torch, tensor, name):
 def _int_list(value, name, length):
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
         raise invalid(f"{name} must be a sequence of {length} integers, got {value!r}")
-    items = list(value.tolist() if isinstance(value, np.ndarray) else value)
+    # Hardening: a 0-d array has __len__ but is not iterable, and a foreign
+    # object's __len__ / __iter__ may raise anything; all of these are a bad
+    # argument (161002), never a TypeError escaping to the caller.
+    try:
+        items = list(value.tolist() if isinstance(value, np.ndarray) else value)
+    except Exception:  # noqa: BLE001 - whatever the object's iteration raises
+        raise invalid(
+            f"{name} must be a sequence of {length} integers, got {type(value).__name__}"
+        ) from None
     if len(items) != length:
         raise invalid(f"{name} must have exactly {length} elements, got {len(items)}")
     out = []
@@ -203,7 +211,11 @@ def _scale(value, name):
         return 0.0
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise invalid(f"{name} must be a real number, got {value!r}")
-    value = float(value)
+    # Hardening: float() of a huge integer (10**400) raises OverflowError.
+    try:
+        value = float(value)
+    except (OverflowError, ValueError, TypeError):
+        raise invalid(f"{name} must be finite, got {value!r}") from None
     if not math.isfinite(value):
         raise invalid(f"{name} must be finite, got {value}")
     return value
@@ -359,11 +371,15 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
     ):
         s = _scale(value, name)
         n_in, n_out = input_size[k + 2], output_size[k]
-        if not align_corners and s > 0 and math.floor(n_in * s) != n_out:
+        # Hardening: a finite scale can still overflow in n_in * s (1e308 * 2
+        # is inf, and math.floor(inf) raises OverflowError): that is simply
+        # inconsistent with any output size.
+        product = n_in * s
+        floored = math.floor(product) if math.isfinite(product) else product
+        if not align_corners and s > 0 and floored != n_out:
             raise invalid(
                 f"{name} = {s!r} is inconsistent with outputSize[{k}] = {n_out}: "
-                f"floor(inputSize[{k + 2}] * {name}) = floor({n_in} * {s!r}) = "
-                f"{math.floor(n_in * s)}"
+                f"floor(inputSize[{k + 2}] * {name}) = floor({n_in} * {s!r}) = {floored}"
             )
         scales.append(s)
 

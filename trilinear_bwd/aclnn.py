@@ -23,6 +23,7 @@ Examples
 array([ 36., 100., 164., 228.], dtype=float32)
 """
 
+import numbers
 import threading
 
 from . import _executor
@@ -162,8 +163,15 @@ def aclrtDestroyStream(stream):
 
 
 def aclrtMalloc(size):
-    """Allocate a workspace of ``size`` bytes (64-byte aligned ``uint8`` array)."""
-    return _executor.alloc_workspace(size)
+    """Allocate a workspace of ``size`` bytes (64-byte aligned ``uint8`` array).
+
+    Like every function here it never raises: for a size that is not a
+    non-negative integer, or memory that cannot be allocated, it returns None
+    (CANN's null pointer) and ``aclGetRecentErrMsg()`` says why.  Passing that
+    None on as the workspace of a run that needs one gives 161001.
+    """
+    # Hardening: this used to raise InvalidArgumentError / MemoryError.
+    return _call(_executor.alloc_workspace, size)[1]
 
 
 def aclrtFree(buffer):
@@ -193,7 +201,9 @@ def _rebind(executor, index, tensor, which):
     _check_executor(executor)
     if tensor is None:
         raise NullArgumentError("tensor must not be None")
-    if index != 0:
+    # Hardening: ``index != 0`` on an array index raised ValueError (-> 561000)
+    # and accepted 0.0 or False; only the integer 0 names the one tensor.
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or index != 0:
         raise InvalidArgumentError(f"index must be 0 (the operator has one {which}), got {index!r}")
     executor.update_arrays(**{which: tensor})
 
