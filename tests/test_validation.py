@@ -176,7 +176,7 @@ def test_grad_input_overlapping_grad_out():
 
 
 def test_grad_input_overlapping_itself():
-    gi = np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), (2, 3, 2, 3, 4), (0, 0, 0, 4, 4))
+    gi = np.lib.stride_tricks.as_strided(np.zeros(6, np.float32), (2, 3, 2, 3, 4), (0, 0, 0, 4, 4))
     expect(INVALID, "gradInput must not overlap itself", gradInput=gi)
 
 
