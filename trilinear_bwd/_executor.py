@@ -433,8 +433,8 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
       not unit-stride (strided, reversed or transposed views);
     * one output row (iW or iW * C), unless float32/float64 rows are written
       in place (unit-stride ``grad_input`` rows, not streamed);
-    * that row in 16 bits, for float16/bfloat16 outputs at least as large
-      as the last-level cache (written with streaming stores).
+    * that row in 16 bits, for float16/bfloat16 outputs of 16 MiB or more
+      (written with streaming stores).
 
     No case copies a whole array: float16/bfloat16 rows are widened as they
     are read.  The size is 0 for an empty batch.

@@ -33,8 +33,6 @@ accumulation type (float32, or float64 for float64 data):
 plus 64 bytes so that an unaligned workspace can be aligned inside.
 """
 
-import functools
-import os
 from dataclasses import dataclass
 
 from ._tables import axis_table
@@ -42,45 +40,9 @@ from ._tables import axis_table
 LINE = 64
 # How the D pass reads grad_out rows (READ_* in _kernel_helpers.pxd).
 READ_IN_PLACE, READ_FLOAT16, READ_BFLOAT16, READ_CONVERT = 0, 1, 2, 3
-# grad_input larger than this is written with streaming stores (see _store.h);
-# None: the size of the last-level cache (see stream_threshold).
-STREAM_BYTES = None
-_FALLBACK_CACHE_BYTES = 32 * 2**20
-
-
-def _last_level_cache_bytes():
-    """Size of the largest CPU cache Linux reports, or a typical 32 MiB."""
-    best = 0
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        entries = os.listdir(base)
-    except OSError:
-        entries = []
-    for entry in entries:
-        try:
-            with open(os.path.join(base, entry, "size")) as f:
-                text = f.read().strip().upper()
-            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-            best = max(best, int(text.rstrip("KMG")) * scale)
-        except (OSError, ValueError):
-            continue
-    return best or _FALLBACK_CACHE_BYTES
-
-
-@functools.lru_cache(maxsize=None)
-def _cache_threshold():
-    return max(16 * 2**20, _last_level_cache_bytes())
-
-
-def stream_threshold():
-    """Bytes of grad_input from which rows are written with streaming stores.
-
-    Streaming stores skip reading each destination line before writing it,
-    but leave the data out of the cache.  That pays once grad_input cannot
-    stay cached anyway: from the size of the last-level cache (at least
-    16 MiB), unless ``STREAM_BYTES`` is set.
-    """
-    return _cache_threshold() if STREAM_BYTES is None else STREAM_BYTES
+# grad_input of this many bytes or more is written with streaming stores
+# (see _store.h and docs/design.md for the measurement behind the number).
+STREAM_BYTES = 16 * 2**20
 
 
 def _round_up(nbytes):
@@ -170,7 +132,7 @@ def make_plan(args, n_threads):
                      3: READ_BFLOAT16}[args.dtype_code]
     plane_run = read_mode != READ_CONVERT and (gout[3] == length or oh == 1)
     unit_rows = gin[4][0] == 1 and gin[4][3] == 1
-    stream = unit_rows and gi.nbytes >= stream_threshold()
+    stream = unit_rows and gi.nbytes >= STREAM_BYTES
     # float32/float64 rows are written in place by the W pass; when streamed,
     # only by the channels-first gather, which can issue streaming stores.
     out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1)
