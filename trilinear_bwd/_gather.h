@@ -47,24 +47,32 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
         const float *w = weight + i * width;
         const int32_t *s = src + i * width, *r = rel + i * width, *win = window + (i / 8) * width;
         const int8_t *m = mode + (i / 8) * width;
-        const __m256 zero = _mm256_setzero_ps();
-        __m256 acc = zero;
+        __m256 acc = _mm256_setzero_ps();
         const int32_t shared = block_window[i / 8];
-        const __m256 xs = shared >= 0 ? _mm256_loadu_ps(row + shared) : zero;
-        for (int64_t k = 0; k < width; ++k) {
-            __m256 x;
-            if (shared < 0 && m[k] == TB_GATHER) {
-                x = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(s + 8 * k)), 4);
-            } else {
+        if (shared >= 0) {              /* one window serves every k of the block */
+            const __m256 xs = _mm256_loadu_ps(row + shared);
+            for (int64_t k = 0; k < width; ++k) {
                 const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
-                x = _mm256_permutevar8x32_ps(shared >= 0 ? xs : _mm256_loadu_ps(row + win[k]), idx);
-                if (shared < 0 && m[k] == TB_WINDOW16) {
-                    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
-                    x = _mm256_blendv_ps(x, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
-                }
+                __m256 x = _mm256_permutevar8x32_ps(xs, idx);
                 x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
             }
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
+        } else {
+            for (int64_t k = 0; k < width; ++k) {
+                __m256 x;
+                if (m[k] == TB_GATHER) {
+                    x = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(s + 8 * k)), 4);
+                } else {
+                    const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
+                    x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k]), idx);
+                    if (m[k] == TB_WINDOW16) {
+                        const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
+                        x = _mm256_blendv_ps(x, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
+                    }
+                    x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
+                }
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
+            }
         }
         if (stream && ((uintptr_t)(out + i) & 15) == 0) {
             /* 16-byte streaming stores: large arrays from malloc/mmap start

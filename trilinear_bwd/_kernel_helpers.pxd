@@ -32,6 +32,12 @@ cdef extern from "_convert.h" nogil:
     int tb_have_f16c() noexcept
 
 cdef extern from "_axpy.h" nogil:
+    void tb_w_channels_f32(float* out, const float* row, const int64_t* ptr,
+                           const int64_t* src, const float* w, int64_t n_in,
+                           int64_t v) noexcept
+    void tb_w_channels_f64(double* out, const double* row, const int64_t* ptr,
+                           const int64_t* src, const double* w, int64_t n_in,
+                           int64_t v) noexcept
     void tb_axpy_f32(float* acc, float w, const float* x, int64_t n, int first) noexcept
     void tb_axpy_f64(double* acc, double w, const double* x, int64_t n, int first) noexcept
     void tb_axpy2_f32(float* acc, float w0, const float* x0, float w1, const float* x1,
@@ -255,7 +261,7 @@ cdef inline void reduce_rows(floating* acc, const floating* w, const int64_t* sr
                              int64_t t0, int64_t t1, const floating* rows, int64_t stride,
                              int64_t n) noexcept nogil:
     # acc[:n] = sum over terms t0 <= t < t1 of w[t] * rows[src[t] * stride :],
-    # two terms per sweep (the H pass, and the W pass with C channels).
+    # two terms per sweep (the H pass).
     cdef int64_t t = t0
     if t0 == t1:
         fill_zero(acc, n)
@@ -277,7 +283,6 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
     cdef const floating* w = <const floating*> ax.weight
     cdef const floating* pw = <const floating*> ax.padded_weight
     cdef const int32_t* ps = ax.padded_src
-    cdef int64_t i
     if v == 1:
         row[L] = 0
         if floating is float:
@@ -285,6 +290,7 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
                           ax.block_window, ax.n_in, ax.width, stream)
         else:
             tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width, stream)
+    elif floating is float:
+        tb_w_channels_f32(out, row, ax.ptr, ax.src, w, ax.n_in, v)
     else:
-        for i in range(ax.n_in):
-            reduce_rows(out + i * v, w, ax.src, ax.ptr[i], ax.ptr[i + 1], row, v, v)
+        tb_w_channels_f64(out, row, ax.ptr, ax.src, w, ax.n_in, v)
