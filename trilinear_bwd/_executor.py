@@ -428,7 +428,8 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
     for float64 data), with L = oW (or oW * C channels-last):
 
     * the D-reduced plane in progress, oH * L elements;
-    * the H-reduced plane, iH rows of L + 17 elements (rounded to 64 bytes);
+    * the H-reduced plane, iH rows of L + 17 elements (rounded to 64 bytes),
+      or one such row channels-last, where each row is reduced over W at once;
     * two converted grad_out rows (2 * L), only when ``grad_out``'s rows are
       not unit-stride (strided, reversed or transposed views);
     * one output row (iW or iW * C), unless float32/float64 rows are written

@@ -84,6 +84,17 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* s
         t += 2
 
 
+cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating* h_row,
+                              floating* out, floating* ws) noexcept nogil:
+    # The W pass of one H-reduced row, written to grad_input at element ``off``.
+    if p.out_direct:
+        w_pass((<floating*> gin) + off, h_row, &p.ax_w, p.v, p.L, p.stream)
+    else:
+        w_pass(out, h_row, &p.ax_w, p.v, p.L, False)
+        store_row(gin, off, out, &p.gin.row, p.dtype, p.stream,
+                  <void*> ((<char*> ws) + p.off_narrow))
+
+
 cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                  int64_t item) noexcept nogil:
     cdef int64_t b = item // p.id
@@ -98,6 +109,7 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
     cdef int64_t y, row
+    cdef floating* h_row
 
     # D: the grad_out planes that feed input plane a.  When a plane is one
     # contiguous run read in place, it is summed in one sweep; otherwise one H
@@ -112,20 +124,20 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                          p.ax_d.ptr[a], p.ax_d.ptr[a + 1], p, gout,
                          go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
 
-    # H for the whole plane, then W row by row: the W pass reads windows of
-    # a row at unaligned offsets, which would stall on the H pass's vector
-    # stores if it followed them immediately.
+    # H, then W.  Channels-first: H for the whole plane first, because the W
+    # gather reads windows of a row at unaligned offsets, which would stall on
+    # the H pass's vector stores if it followed them immediately.
+    # Channels-last: W reads whole channel runs, so each H row is reduced
+    # over W at once, from L1.
     for row in range(p.ih):
-        reduce_rows(acc_h + row * p.h_stride, <const floating*> p.ax_h.weight, p.ax_h.src,
+        h_row = acc_h + (row * p.h_stride if p.v == 1 else 0)
+        reduce_rows(h_row, <const floating*> p.ax_h.weight, p.ax_h.src,
                     p.ax_h.ptr[row], p.ax_h.ptr[row + 1], acc_d, L, L)
-    for row in range(p.ih):
-        if p.out_direct:
-            w_pass((<floating*> gin) + gi_base + row * p.gin.s_h, acc_h + row * p.h_stride,
-                   &p.ax_w, p.v, L, p.stream)
-        else:
-            w_pass(out, acc_h + row * p.h_stride, &p.ax_w, p.v, L, False)
-            store_row(gin, gi_base + row * p.gin.s_h, out, &p.gin.row, p.dtype, p.stream,
-                      <void*> ((<char*> ws) + p.off_narrow))
+        if p.v > 1:
+            _w_and_store(p, gin, gi_base + row * p.gin.s_h, h_row, out, ws)
+    if p.v == 1:
+        for row in range(p.ih):
+            _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h + row * p.h_stride, out, ws)
     if p.stream:
         tb_store_fence()
 

@@ -21,7 +21,8 @@ accumulation type (float32, or float64 for float64 data):
 
 * ``acc_d``: oH rows of grad_out, summed over D for the plane in progress;
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
-  sentinel and 16 spare elements that the W gather reads past its end);
+  sentinel and 16 spare elements that the W gather reads past its end; one
+  row in channels-last mode, where each row is reduced over W at once);
 * ``conv``: two grad_out rows converted to the accumulation type (only for
   rows that are not unit-stride; unit-stride float16/bfloat16 rows are
   widened inside the D pass's axpy);
@@ -141,7 +142,8 @@ def make_plan(args, n_threads):
     # spare elements for the windowed reads of _gather.h; rows start on a line.
     h_stride = _round_up((length + 17) * acc.itemsize) // acc.itemsize
     conv = 2 * length if read_mode == READ_CONVERT else 0
-    sizes = [oh * length, ih * h_stride, conv, 0 if out_direct else iw * v]
+    # Channels-last reduces each H row over W at once: one acc_h row suffices.
+    sizes = [oh * length, (ih if v == 1 else 1) * h_stride, conv, 0 if out_direct else iw * v]
     narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
     offsets, slot = [], 0
     for count in sizes:
