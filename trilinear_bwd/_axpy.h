@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "_portable.h"
+
 #define TB_DEFINE_AXPY(NAME, T)                                                         \
     static inline void NAME(T *restrict acc, T w, const T *restrict x, int64_t n,     \
                             int first)                                                  \
@@ -42,12 +44,14 @@
  * The W pass of one channels-last row: out[i, :v] = sum over the terms
  * ptr[i] <= t < ptr[i+1] of w[t] * row[src[t], :v], two terms per sweep --
  * the same operations in the same order as reduce_rows, in one loop so that
- * short channel runs do not pay a call per output position.
+ * short channel runs do not pay a call per output position.  The common
+ * channel counts get their own copy with v known to the compiler, which then
+ * unrolls the channel loops completely.
  */
 #define TB_DEFINE_W_CHANNELS(NAME, T)                                                   \
-    static inline void NAME(T *restrict out, const T *restrict row,                    \
-                            const int64_t *restrict ptr, const int64_t *restrict src,  \
-                            const T *restrict w, int64_t n_in, int64_t v)              \
+    TB_ALWAYS_INLINE void NAME##_body(                                                 \
+        T *restrict out, const T *restrict row, const int64_t *restrict ptr,           \
+        const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v)     \
     {                                                                                   \
         for (int64_t i = 0; i < n_in; ++i) {                                            \
             T *restrict acc = out + i * v;                                              \
@@ -79,6 +83,18 @@
                     t += 1;                                                             \
                 }                                                                       \
             }                                                                           \
+        }                                                                               \
+    }                                                                                   \
+    static inline void NAME(T *restrict out, const T *restrict row,                    \
+                            const int64_t *restrict ptr, const int64_t *restrict src,  \
+                            const T *restrict w, int64_t n_in, int64_t v)              \
+    {                                                                                   \
+        switch (v) {                                                                    \
+        case 8: NAME##_body(out, row, ptr, src, w, n_in, 8); break;                     \
+        case 16: NAME##_body(out, row, ptr, src, w, n_in, 16); break;                   \
+        case 32: NAME##_body(out, row, ptr, src, w, n_in, 32); break;                   \
+        case 64: NAME##_body(out, row, ptr, src, w, n_in, 64); break;                   \
+        default: NAME##_body(out, row, ptr, src, w, n_in, v);                           \
         }                                                                               \
     }
 

@@ -12,6 +12,8 @@
 #define TRILINEAR_BWD_CONVERT_H
 
 #include <stdint.h>
+
+#include "_portable.h"
 #include <string.h>
 
 #if defined(__F16C__) && defined(__AVX__)

@@ -27,6 +27,8 @@
 
 #include <stdint.h>
 
+#include "_portable.h"
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif

@@ -13,6 +13,8 @@
 #define TRILINEAR_BWD_STORE_H
 
 #include <stdint.h>
+
+#include "_portable.h"
 #include <string.h>
 
 #if defined(__SSE2__)
