@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import DTYPES, IN_LAYOUTS, in_layout, np_dtype, random_grad
+from conftest import DTYPES, IN_LAYOUTS, in_layout, random_grad
 
 import trilinear_bwd as tb
 
