@@ -87,7 +87,7 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     if len(scales) != 3:
         raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
 
-    # Hardening: the copy comes after validation, so that a call breaking a
+    # The copy comes after validation, so that a call breaking a
     # rule (a limit above all: a zero-stride view can describe 60 GiB)
     # allocates nothing.  The copy is private, so an aligned stand-in of the
     # same shape and dtype is what needs validating.
@@ -109,7 +109,7 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
 
 
 def _new_output(grad_out, shape):
-    # Hardening: running out of memory is an AclnnError (561000), not a
+    # Running out of memory is an AclnnError (561000), not a
     # MemoryError escaping from the middle of the call.
     try:
         if is_channels_last(grad_out):

@@ -275,7 +275,7 @@ class Executor:
     def _enqueue(self, workspace, workspace_size, submit):
         """Claim a run and hand it to ``submit`` (a stream's queue), atomically.
 
-        Hardening (failure atomicity): if ``submit`` fails, for example on a
+        Failure atomicity: if ``submit`` fails, for example on a
         closed stream, the claim is undone, so a single-use executor is not
         consumed by a launch that never ran.
         """
@@ -355,7 +355,7 @@ def _checked_workspace(workspace, workspace_size, required, args):
         buf = np.frombuffer(workspace, dtype=np.uint8)
     else:
         buf = as_array(workspace, "workspace")
-    # Hardening: an object array is a block of PyObject pointers; letting the
+    # An object array is a block of PyObject pointers; letting the
     # kernel write floats over them would crash the interpreter later.
     if buf.dtype.hasobject:
         raise InvalidArgumentError(
@@ -470,7 +470,7 @@ def alloc_workspace(workspace_size):
         raise InvalidArgumentError(f"workspaceSize must be an integer, got {workspace_size!r}")
     if workspace_size < 0:
         raise InvalidArgumentError(f"workspaceSize must be >= 0, got {workspace_size}")
-    # Hardening: a size no allocator can satisfy is reported as an AclnnError
+    # A size no allocator can satisfy is reported as an AclnnError
     # (561000: not a rule the caller broke, but no MemoryError escaping).
     try:
         raw = np.empty(int(workspace_size) + 64, dtype=np.uint8)

@@ -187,7 +187,7 @@ def _from_torch(torch, tensor, name):
 def _int_list(value, name, length):
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
         raise invalid(f"{name} must be a sequence of {length} integers, got {value!r}")
-    # Hardening: a 0-d array has __len__ but is not iterable, and a foreign
+    # A 0-d array has __len__ but is not iterable, and a foreign
     # object's __len__ / __iter__ may raise anything; all of these are a bad
     # argument (161002), never a TypeError escaping to the caller.
     try:
@@ -211,7 +211,7 @@ def _scale(value, name):
         return 0.0
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise invalid(f"{name} must be a real number, got {value!r}")
-    # Hardening: float() of a huge integer (10**400) raises OverflowError.
+    # float() of a huge integer (10**400) raises OverflowError.
     try:
         value = float(value)
     except (OverflowError, ValueError, TypeError):
@@ -371,7 +371,7 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
     ):
         s = _scale(value, name)
         n_in, n_out = input_size[k + 2], output_size[k]
-        # Hardening: a finite scale can still overflow in n_in * s (1e308 * 2
+        # A finite scale can still overflow in n_in * s (1e308 * 2
         # is inf, and math.floor(inf) raises OverflowError): that is simply
         # inconsistent with any output size.
         product = n_in * s

@@ -34,6 +34,8 @@ from ._status import (
     ACLNN_ERR_RUNTIME_ERROR,
     ACLNN_SUCCESS,
     AclnnError,
+    InvalidArgumentError,
+    NullArgumentError,
 )
 from ._stream import Stream
 
@@ -170,7 +172,6 @@ def aclrtMalloc(size):
     (CANN's null pointer) and ``aclGetRecentErrMsg()`` says why.  Passing that
     None on as the workspace of a run that needs one gives 161001.
     """
-    # Hardening: this used to raise InvalidArgumentError / MemoryError.
     return _call(_executor.alloc_workspace, size)[1]
 
 
@@ -180,8 +181,6 @@ def aclrtFree(buffer):
 
 
 def _check_executor(executor):
-    from ._status import InvalidArgumentError, NullArgumentError
-
     if executor is None:
         raise NullArgumentError("executor must not be None")
     if not isinstance(executor, _executor.Executor):
@@ -196,21 +195,16 @@ def _executor_method(executor, name):
 
 
 def _rebind(executor, index, tensor, which):
-    from ._status import InvalidArgumentError, NullArgumentError
-
     _check_executor(executor)
     if tensor is None:
         raise NullArgumentError("tensor must not be None")
-    # Hardening: ``index != 0`` on an array index raised ValueError (-> 561000)
-    # and accepted 0.0 or False; only the integer 0 names the one tensor.
+    # Only the integer 0 names the one tensor (not 0.0, False or an array).
     if isinstance(index, bool) or not isinstance(index, numbers.Integral) or index != 0:
         raise InvalidArgumentError(f"index must be 0 (the operator has one {which}), got {index!r}")
     executor.update_arrays(**{which: tensor})
 
 
 def _stream_method(stream, name):
-    from ._status import InvalidArgumentError, NullArgumentError
-
     if stream is None:
         raise NullArgumentError("stream must not be None")
     if not isinstance(stream, Stream):
