@@ -69,7 +69,8 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     -------
     dict
         ``ptr`` (int64, n_in + 1), ``src`` (int64, 2 * n_out) and ``weight``
-        (``dtype``, 2 * n_out), plus ``max_terms``, the longest sum.  The
+        (``dtype``, 2 * n_out), and the padded table (``width`` terms per
+        point, 0 without a sentinel) the W pass reads.  The
         arrays are read-only; for axes of up to ``CACHED_POINTS`` points they
         are shared between calls with the same arguments, so that planning a
         call in a training loop costs microseconds, not milliseconds.
@@ -98,7 +99,7 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel):
     src = np.ascontiguousarray(source[order])
     weight = np.ascontiguousarray(weight[order].astype(dtype))
     width = int(counts.max()) if n_in else 0
-    table = {"ptr": ptr, "src": src, "weight": weight, "max_terms": width}
+    table = {"ptr": ptr, "src": src, "weight": weight}
     if sentinel is None:
         width = 0
     blocks = -(-n_in // 8)
