@@ -15,7 +15,8 @@ from conftest import (
 
 import trilinear_bwd as tb
 from trilinear_bwd import _dispatch
-from trilinear_bwd._plan import data_address, make_plan
+from trilinear_bwd._plan import data_address, make_plan, ring_rows
+from trilinear_bwd._tables import axis_table
 from trilinear_bwd._validate import validate
 
 # (N, C, input DHW, output DHW): up, down, identity and size-1 axes, mixed,
@@ -91,6 +92,23 @@ def test_every_layout_gives_the_same_bits(dtype, layout, out_layout):
     assert_matches_reference(expected, g, (n, c) + ins)
     got = run(in_layout(g, layout), (n, c) + ins, out_layout=out_layout)
     np.testing.assert_array_equal(bits(got), bits(expected))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("channels", [4, 8, 12, 16, 24, 32, 64])
+@pytest.mark.parametrize(
+    "ins, outs",
+    [((3, 6, 5), (7, 13, 17)), ((9, 7, 13), (4, 3, 6)), ((2, 3, 2), (9, 17, 11))],
+    ids=str,
+)
+def test_channel_counts_of_the_vector_w_pass(dtype, channels, ins, outs):
+    """Channels-last rows whose channels fill whole vectors (and the counts
+    with a copy of their own: 8, 16, 32, 64) give the channels-first bits."""
+    g = random_grad((1, channels) + outs, dtype, seed=channels)
+    expected = run(g, (1, channels) + ins)
+    got = run(in_layout(g, "ndhwc"), (1, channels) + ins, out_layout="ndhwc")
+    np.testing.assert_array_equal(bits(got), bits(expected))
+    assert_matches_reference(got, g, (1, channels) + ins)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -194,6 +212,29 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
         monkeypatch.undo()
         np.testing.assert_array_equal(bits(out), bits(expected))
         assert_matches_reference(out, g, (1, channels, 9, 11, 13))
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("scale", [0.0, 0.3, 1.7, 4.0])
+def test_ring_holds_every_row_the_h_pass_reads(align_corners, scale):
+    """Replay the channels-last schedule of _kernels.pxi: D-summed rows go to
+    slot ``y % ring`` when first needed; every H term must find its row."""
+    sizes = list(range(1, 13)) + [17, 40, 64, 97]
+    for n_in in sizes:
+        for n_out in sizes:
+            t = axis_table(n_in, n_out, align_corners, scale, np.float32)
+            ptr, src = t["ptr"], t["src"]
+            ring = ring_rows(ptr, src)
+            assert 1 <= ring <= n_out
+            slot, done = {}, -1
+            for r in range(n_in):
+                if ptr[r + 1] > ptr[r]:
+                    first = max(done + 1, src[ptr[r]])
+                    done = max(done, src[ptr[r + 1] - 1])
+                    for y in range(first, done + 1):
+                        slot[y % ring] = y
+                for y in src[ptr[r]:ptr[r + 1]]:
+                    assert slot[y % ring] == y, (n_in, n_out, r, y, ring)
 
 
 def test_cann_worked_example():

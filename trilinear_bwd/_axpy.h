@@ -42,46 +42,107 @@
 
 /*
  * The W pass of one channels-last row: out[i, :v] = sum over the terms
- * ptr[i] <= t < ptr[i+1] of w[t] * row[src[t], :v], two terms per sweep --
- * the same operations in the same order as reduce_rows, in one loop so that
- * short channel runs do not pay a call per output position.  The common
- * channel counts get their own copy with v known to the compiler, which then
- * unrolls the channel loops completely.
+ * ptr[i] <= t < ptr[i+1] of w[t] * row[src[t], :v] -- the same operations
+ * in the same order as reduce_rows ((0 + w0*x0) + w1*x1) + ..., in one loop
+ * so that short channel runs do not pay a call per output position.
+ *
+ * Where the channels fill whole vectors, each vector of out[i] is summed
+ * over all of i's terms in a register and stored once.  This is written with
+ * intrinsics because, left to itself, GCC fully unrolls the channel loop of
+ * the common counts and then vectorises the straight-line result badly
+ * (half-width and scalar pieces).  The common counts get their own copy with
+ * v known to the compiler.
  */
-#define TB_DEFINE_W_CHANNELS(NAME, T)                                                   \
-    TB_ALWAYS_INLINE void NAME##_body(                                                 \
+#if defined(__AVX__)
+#include <immintrin.h>
+#define TB_LANES_f32 8
+#define TB_LANES_f64 4
+typedef __m256 tb_vec_f32;
+typedef __m256d tb_vec_f64;
+#define tb_zero_f32 _mm256_setzero_ps
+#define tb_zero_f64 _mm256_setzero_pd
+#define tb_set1_f32 _mm256_set1_ps
+#define tb_set1_f64 _mm256_set1_pd
+#define tb_load_f32 _mm256_loadu_ps
+#define tb_load_f64 _mm256_loadu_pd
+#define tb_store_f32 _mm256_storeu_ps
+#define tb_store_f64 _mm256_storeu_pd
+#define tb_add_f32 _mm256_add_ps
+#define tb_add_f64 _mm256_add_pd
+#define tb_mul_f32 _mm256_mul_ps
+#define tb_mul_f64 _mm256_mul_pd
+#elif defined(__SSE2__)
+#include <emmintrin.h>
+#define TB_LANES_f32 4
+#define TB_LANES_f64 2
+typedef __m128 tb_vec_f32;
+typedef __m128d tb_vec_f64;
+#define tb_zero_f32 _mm_setzero_ps
+#define tb_zero_f64 _mm_setzero_pd
+#define tb_set1_f32 _mm_set1_ps
+#define tb_set1_f64 _mm_set1_pd
+#define tb_load_f32 _mm_loadu_ps
+#define tb_load_f64 _mm_loadu_pd
+#define tb_store_f32 _mm_storeu_ps
+#define tb_store_f64 _mm_storeu_pd
+#define tb_add_f32 _mm_add_ps
+#define tb_add_f64 _mm_add_pd
+#define tb_mul_f32 _mm_mul_ps
+#define tb_mul_f64 _mm_mul_pd
+#endif
+
+#define TB_DEFINE_W_CHANNELS_SCALAR(NAME, T)                                            \
+    static inline void NAME(T *restrict out, const T *restrict row,                    \
+                            const int64_t *restrict ptr, const int64_t *restrict src,  \
+                            const T *restrict w, int64_t n_in, int64_t v)              \
+    {                                                                                   \
+        for (int64_t i = 0; i < n_in; ++i) {                                            \
+            T *restrict acc = out + i * v;                                              \
+            for (int64_t k = 0; k < v; ++k)                                             \
+                acc[k] = (T)0;                                                          \
+            for (int64_t t = ptr[i]; t < ptr[i + 1]; ++t) {                             \
+                const T *restrict x = row + src[t] * v;                                 \
+                const T wt = w[t];                                                      \
+                for (int64_t k = 0; k < v; ++k)                                         \
+                    acc[k] = acc[k] + wt * x[k];                                        \
+            }                                                                           \
+        }                                                                               \
+    }
+
+#define TB_DEFINE_W_CHANNELS_VECTOR(NAME, T, S)                                         \
+    TB_ALWAYS_INLINE void NAME##_fixed(                                                \
+        T *restrict out, const T *restrict row, const int64_t *restrict ptr,           \
+        const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v)     \
+    {                                                                                   \
+        enum { NV = 64 / TB_LANES_##S };                                                \
+        const int64_t nv = v / TB_LANES_##S;                                            \
+        for (int64_t i = 0; i < n_in; ++i) {                                            \
+            tb_vec_##S acc[NV];                                                         \
+            for (int64_t j = 0; j < nv; ++j)                                            \
+                acc[j] = tb_zero_##S();                                                 \
+            for (int64_t t = ptr[i]; t < ptr[i + 1]; ++t) {                             \
+                const tb_vec_##S wt = tb_set1_##S(w[t]);                                \
+                const T *x = row + src[t] * v;                                          \
+                for (int64_t j = 0; j < nv; ++j)                                        \
+                    acc[j] = tb_add_##S(acc[j],                                         \
+                                        tb_mul_##S(wt, tb_load_##S(x + j * TB_LANES_##S)));\
+            }                                                                           \
+            for (int64_t j = 0; j < nv; ++j)                                            \
+                tb_store_##S(out + i * v + j * TB_LANES_##S, acc[j]);                   \
+        }                                                                               \
+    }                                                                                   \
+    TB_ALWAYS_INLINE void NAME##_vector(                                               \
         T *restrict out, const T *restrict row, const int64_t *restrict ptr,           \
         const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v)     \
     {                                                                                   \
         for (int64_t i = 0; i < n_in; ++i) {                                            \
-            T *restrict acc = out + i * v;                                              \
-            int64_t t = ptr[i];                                                         \
-            const int64_t t1 = ptr[i + 1];                                              \
-            if (t == t1)                                                                \
-                for (int64_t k = 0; k < v; ++k)                                         \
-                    acc[k] = (T)0;                                                      \
-            for (int first = 1; t < t1; first = 0) {                                    \
-                const T *restrict x0 = row + src[t] * v;                                \
-                if (t + 1 < t1) {                                                       \
-                    const T *restrict x1 = row + src[t + 1] * v;                        \
-                    const T w0 = w[t], w1 = w[t + 1];                                   \
-                    if (first)                                                          \
-                        for (int64_t k = 0; k < v; ++k)                                 \
-                            acc[k] = ((T)0 + w0 * x0[k]) + w1 * x1[k];                  \
-                    else                                                                \
-                        for (int64_t k = 0; k < v; ++k)                                 \
-                            acc[k] = (acc[k] + w0 * x0[k]) + w1 * x1[k];                \
-                    t += 2;                                                             \
-                } else {                                                                \
-                    const T w0 = w[t];                                                  \
-                    if (first)                                                          \
-                        for (int64_t k = 0; k < v; ++k)                                 \
-                            acc[k] = (T)0 + w0 * x0[k];                                 \
-                    else                                                                \
-                        for (int64_t k = 0; k < v; ++k)                                 \
-                            acc[k] = acc[k] + w0 * x0[k];                               \
-                    t += 1;                                                             \
-                }                                                                       \
+            const int64_t t0 = ptr[i], t1 = ptr[i + 1];                                 \
+            for (int64_t k = 0; k < v; k += TB_LANES_##S) {                             \
+                tb_vec_##S acc = tb_zero_##S();                                         \
+                for (int64_t t = t0; t < t1; ++t)                                       \
+                    acc = tb_add_##S(acc, tb_mul_##S(tb_set1_##S(w[t]),                 \
+                                                     tb_load_##S(row + src[t] * v + k)));\
+                tb_store_##S(out + i * v + k, acc);                                     \
             }                                                                           \
         }                                                                               \
     }                                                                                   \
@@ -90,16 +151,27 @@
                             const T *restrict w, int64_t n_in, int64_t v)              \
     {                                                                                   \
         switch (v) {                                                                    \
-        case 8: NAME##_body(out, row, ptr, src, w, n_in, 8); break;                     \
-        case 16: NAME##_body(out, row, ptr, src, w, n_in, 16); break;                   \
-        case 32: NAME##_body(out, row, ptr, src, w, n_in, 32); break;                   \
-        case 64: NAME##_body(out, row, ptr, src, w, n_in, 64); break;                   \
-        default: NAME##_body(out, row, ptr, src, w, n_in, v);                           \
+        case 8: NAME##_fixed(out, row, ptr, src, w, n_in, 8); return;                   \
+        case 16: NAME##_fixed(out, row, ptr, src, w, n_in, 16); return;                 \
+        case 32: NAME##_fixed(out, row, ptr, src, w, n_in, 32); return;                 \
+        case 64: NAME##_fixed(out, row, ptr, src, w, n_in, 64); return;                 \
         }                                                                               \
+        if (v % TB_LANES_##S == 0)                                                      \
+            NAME##_vector(out, row, ptr, src, w, n_in, v);                              \
+        else                                                                            \
+            NAME##_scalar(out, row, ptr, src, w, n_in, v);                              \
     }
 
-TB_DEFINE_W_CHANNELS(tb_w_channels_f32, float)
-TB_DEFINE_W_CHANNELS(tb_w_channels_f64, double)
+#if defined(TB_LANES_f32)
+TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f32_scalar, float)
+TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64_scalar, double)
+TB_DEFINE_W_CHANNELS_VECTOR(tb_w_channels_f32, float, f32)
+TB_DEFINE_W_CHANNELS_VECTOR(tb_w_channels_f64, double, f64)
+#else
+TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f32, float)
+TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
+#endif
+
 
 TB_DEFINE_AXPY(tb_axpy_f32, float)
 TB_DEFINE_AXPY(tb_axpy_f64, double)

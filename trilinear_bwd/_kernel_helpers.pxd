@@ -122,6 +122,7 @@ ctypedef struct Problem:
     int64_t nb2            # slice b is (b // nb2, b % nb2)
     int64_t n_items        # slices * input planes: the units of parallel work
     int64_t oh
+    int64_t ring           # rows of acc_d: oh, or the channels-last ring (see _plan.py)
     int64_t id
     int64_t ih
     int64_t v              # elements per W position: C in channels-last mode, else 1
@@ -259,18 +260,18 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
 
 cdef inline void reduce_rows(floating* acc, const floating* w, const int64_t* src,
                              int64_t t0, int64_t t1, const floating* rows, int64_t stride,
-                             int64_t n) noexcept nogil:
-    # acc[:n] = sum over terms t0 <= t < t1 of w[t] * rows[src[t] * stride :],
-    # two terms per sweep (the H pass).
+                             int64_t ring, int64_t n) noexcept nogil:
+    # acc[:n] = sum over terms t0 <= t < t1 of w[t] * row src[t], two terms
+    # per sweep (the H pass).  Row y lies at ``rows + (y % ring) * stride``.
     cdef int64_t t = t0
     if t0 == t1:
         fill_zero(acc, n)
     while t + 1 < t1:
-        axpy2(acc, w[t], rows + src[t] * stride, w[t + 1], rows + src[t + 1] * stride, n,
-              t == t0)
+        axpy2(acc, w[t], rows + (src[t] % ring) * stride, w[t + 1],
+              rows + (src[t + 1] % ring) * stride, n, t == t0)
         t += 2
     if t < t1:
-        axpy(acc, w[t], rows + src[t] * stride, n, t == t0)
+        axpy(acc, w[t], rows + (src[t] % ring) * stride, n, t == t0)
 
 
 cdef inline void w_pass(floating* out, floating* row, const Axis* ax,

@@ -106,36 +106,50 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef floating* acc_h = ws + p.off_acch
     cdef floating* conv = ws + p.off_conv
     cdef floating* out = ws + p.off_out
+    cdef const floating* w_d = <const floating*> p.ax_d.weight
+    cdef const int64_t* h_ptr = p.ax_h.ptr
+    cdef const int64_t* h_src = p.ax_h.src
+    cdef int64_t d0 = p.ax_d.ptr[a]
+    cdef int64_t d1 = p.ax_d.ptr[a + 1]
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
-    cdef int64_t y, row
+    cdef int64_t y, row, done = -1
     cdef floating* h_row
 
-    # D: the grad_out planes that feed input plane a.  When a plane is one
-    # contiguous run read in place, it is summed in one sweep; otherwise one H
-    # row at a time.
-    if p.plane_run:
-        _reduce_grad(acc_d, <const floating*> p.ax_d.weight, p.ax_d.src,
-                     p.ax_d.ptr[a], p.ax_d.ptr[a + 1], p, gout, go_base, p.gout.s_d, conv,
-                     p.oh * L)
+    if p.v > 1:
+        # Channels-last: one H row at a time, each reduced over W at once.
+        # A grad_out row is summed over D when the first H row that needs it
+        # comes up, into a ring of p.ring rows (H reads rows in
+        # non-decreasing order), so D, H and W all work in L1 and the output
+        # stores are spread over the whole plane rather than bunched after a
+        # D sweep of it.
+        for row in range(p.ih):
+            if h_ptr[row + 1] > h_ptr[row]:
+                y = max(done + 1, h_src[h_ptr[row]])
+                done = max(done, h_src[h_ptr[row + 1] - 1])
+                while y <= done:
+                    _reduce_grad(acc_d + (y % p.ring) * L, w_d, p.ax_d.src, d0, d1, p, gout,
+                                 go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
+                    y += 1
+            reduce_rows(acc_h, <const floating*> p.ax_h.weight, h_src, h_ptr[row],
+                        h_ptr[row + 1], acc_d, L, p.ring, L)
+            _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h, out, ws)
     else:
-        for y in range(p.oh):
-            _reduce_grad(acc_d + y * L, <const floating*> p.ax_d.weight, p.ax_d.src,
-                         p.ax_d.ptr[a], p.ax_d.ptr[a + 1], p, gout,
-                         go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
-
-    # H, then W.  Channels-first: H for the whole plane first, because the W
-    # gather reads windows of a row at unaligned offsets, which would stall on
-    # the H pass's vector stores if it followed them immediately.
-    # Channels-last: W reads whole channel runs, so each H row is reduced
-    # over W at once, from L1.
-    for row in range(p.ih):
-        h_row = acc_h + (row * p.h_stride if p.v == 1 else 0)
-        reduce_rows(h_row, <const floating*> p.ax_h.weight, p.ax_h.src,
-                    p.ax_h.ptr[row], p.ax_h.ptr[row + 1], acc_d, L, L)
-        if p.v > 1:
-            _w_and_store(p, gin, gi_base + row * p.gin.s_h, h_row, out, ws)
-    if p.v == 1:
+        # Channels-first: D for the whole plane (one sweep when a plane is one
+        # contiguous run read in place), then H for the whole plane, then W:
+        # the W gather reads windows of a row at unaligned offsets, which
+        # would stall on the H pass's vector stores if it followed them
+        # immediately.
+        if p.plane_run:
+            _reduce_grad(acc_d, w_d, p.ax_d.src, d0, d1, p, gout, go_base, p.gout.s_d, conv,
+                         p.oh * L)
+        else:
+            for y in range(p.oh):
+                _reduce_grad(acc_d + y * L, w_d, p.ax_d.src, d0, d1, p, gout,
+                             go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
+        for row in range(p.ih):
+            reduce_rows(acc_h + row * p.h_stride, <const floating*> p.ax_h.weight, h_src,
+                        h_ptr[row], h_ptr[row + 1], acc_d, L, p.oh, L)
         for row in range(p.ih):
             _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h + row * p.h_stride, out, ws)
     if p.stream:
@@ -213,6 +227,7 @@ cdef class KernelPlan:
         self.p.nb2 = spec["nb2"]
         self.p.n_items = spec["n_items"]
         self.p.oh = spec["oh"]
+        self.p.ring = spec["ring"]
         self.p.id = spec["id"]
         self.p.ih = spec["ih"]
         self.p.v = spec["v"]

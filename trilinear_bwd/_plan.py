@@ -19,7 +19,9 @@ Workspace
 One slot per thread, each region starting on a 64-byte line, in the
 accumulation type (float32, or float64 for float64 data):
 
-* ``acc_d``: oH rows of grad_out, summed over D for the plane in progress;
+* ``acc_d``: rows of grad_out summed over D for the plane in progress: all
+  oH of them in channels-first mode; in channels-last mode, a ring of the
+  few rows the H pass still needs (``ring`` rows, see :func:`ring_rows`);
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
   sentinel and 16 spare elements that the W gather reads past its end; one
   row in channels-last mode, where each row is reduced over W at once);
@@ -35,6 +37,8 @@ plus 64 bytes so that an unaligned workspace can be aligned inside.
 """
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from ._tables import axis_table
 
@@ -61,6 +65,34 @@ def _row(n_outer, s_outer, n_inner, s_inner):
     elif s_outer == n_inner * s_inner:
         n_inner, n_outer, s_outer = n_inner * n_outer, 1, 0
     return (n_outer, s_outer, n_inner, s_inner)
+
+
+def ring_rows(ptr, src):
+    """Rows of the D-summed ring that a channels-last plane needs.
+
+    The channels-last kernel sums a grad_out row over D only when the first
+    H row that uses it comes up, and keeps it in slot ``y % ring`` of a ring
+    until no later H row can use it.  H row ``r`` uses rows ``src[ptr[r]]``
+    to ``src[ptr[r+1] - 1]`` (non-decreasing within a row and from row to
+    row); this is the most rows ever live at once, computed by walking the
+    same schedule the kernel follows.
+
+    Parameters
+    ----------
+    ptr, src : ndarray of int64
+        The H axis table (see :func:`trilinear_bwd._tables.axis_table`).
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    used = ptr[1:] > ptr[:-1]
+    if not used.any():
+        return 1
+    low = src[ptr[:-1][used]]
+    done = np.maximum.accumulate(src[ptr[1:][used] - 1])  # rows summed so far
+    return max(1, int((done - low).max()) + 1)
 
 
 def is_channels_last(arr):
@@ -138,12 +170,19 @@ def make_plan(args, n_threads):
     # only by the channels-first gather, which can issue streaming stores.
     out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1)
 
+    tables = [
+        axis_table(i, o, args.align_corners, s, acc, sentinel=sentinel)
+        for i, o, s, sentinel in zip(
+            (id_, ih, iw), (od, oh, ow), args.scales, (None, None, None if v > 1 else length)
+        )
+    ]
     # Each acc_h row keeps the zero sentinel of the padded W table and 16
     # spare elements for the windowed reads of _gather.h; rows start on a line.
     h_stride = _round_up((length + 17) * acc.itemsize) // acc.itemsize
     conv = 2 * length if read_mode == READ_CONVERT else 0
     # Channels-last reduces each H row over W at once: one acc_h row suffices.
-    sizes = [oh * length, (ih if v == 1 else 1) * h_stride, conv, 0 if out_direct else iw * v]
+    ring = ring_rows(tables[1]["ptr"], tables[1]["src"]) if v > 1 else oh
+    sizes = [ring * length, (ih if v == 1 else 1) * h_stride, conv, 0 if out_direct else iw * v]
     narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
     offsets, slot = [], 0
     for count in sizes:
@@ -156,12 +195,6 @@ def make_plan(args, n_threads):
     n_items = slices * id_
     n_slots = max(1, min(n_threads, n_items))
     workspace = n_slots * slot + LINE if n_items else 0
-    tables = [
-        axis_table(i, o, args.align_corners, s, acc, sentinel=sentinel)
-        for i, o, s, sentinel in zip(
-            (id_, ih, iw), (od, oh, ow), args.scales, (None, None, None if v > 1 else length)
-        )
-    ]
     spec = {
         "dtype_code": args.dtype_code,
         "read_mode": read_mode,
@@ -171,6 +204,7 @@ def make_plan(args, n_threads):
         "nb2": 1 if channels_last else c,
         "n_items": n_items,
         "oh": oh,
+        "ring": ring,
         "id": id_,
         "ih": ih,
         "v": v,
