@@ -173,6 +173,90 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
 #endif
 
 
+/*
+ * The D and H passes: acc[k] = (((first ? 0 : acc[k]) + w[0] * x[0][k])
+ * + w[1] * x[1][k]) + ... over m <= TB_GROUP rows, for k < n.  Each vector
+ * of acc is summed over all m rows in a register and written once, so that
+ * a long reduction reads acc neither from L1 nor, for a plane that does not
+ * fit there, from L2.  One to four rows, the common counts, get copies with
+ * m known to the compiler.
+ */
+#define TB_GROUP 8
+
+#if defined(TB_LANES_f32)
+#define TB_SUM_ROWS_VECTOR(S)                                                           \
+    tb_vec_##S wv[TB_GROUP];                                                            \
+    for (int64_t j = 0; j < m; ++j)                                                     \
+        wv[j] = tb_set1_##S(w[j]);                                                      \
+    for (; k + TB_LANES_##S <= n; k += TB_LANES_##S) {                                  \
+        tb_vec_##S a = first ? tb_zero_##S() : tb_load_##S(acc + k);                    \
+        for (int64_t j = 0; j < m; ++j)                                                 \
+            a = tb_add_##S(a, tb_mul_##S(wv[j], tb_load_##S(x[j] + k)));                \
+        tb_store_##S(acc + k, a);                                                       \
+    }
+#else
+#define TB_SUM_ROWS_VECTOR(S)
+#endif
+
+#define TB_DEFINE_SUM_ROWS(NAME, T, S)                                                  \
+    TB_ALWAYS_INLINE void NAME##_m(T *restrict acc, const T *const *x,                 \
+                                   const T *restrict w, int64_t m, int64_t n,          \
+                                   int first)                                           \
+    {                                                                                   \
+        int64_t k = 0;                                                                  \
+        TB_SUM_ROWS_VECTOR(S)                                                           \
+        for (; k < n; ++k) {                                                            \
+            T a = first ? (T)0 : acc[k];                                                \
+            for (int64_t j = 0; j < m; ++j)                                             \
+                a = a + w[j] * x[j][k];                                                 \
+            acc[k] = a;                                                                 \
+        }                                                                               \
+    }                                                                                   \
+    TB_ALWAYS_INLINE void NAME(T *restrict acc, const T *const *x, const T *restrict w, \
+                               int64_t m, int64_t n, int first)                         \
+    {                                                                                   \
+        switch (m) {                                                                    \
+        case 1: NAME##_m(acc, x, w, 1, n, first); return;                               \
+        case 2: NAME##_m(acc, x, w, 2, n, first); return;                               \
+        case 3: NAME##_m(acc, x, w, 3, n, first); return;                               \
+        case 4: NAME##_m(acc, x, w, 4, n, first); return;                               \
+        default: NAME##_m(acc, x, w, m, n, first);                                      \
+        }                                                                               \
+    }
+
+/*
+ * Rows r < n_rows of acc (acc_stride apart): the sum over the terms
+ * ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :], n elements,
+ * TB_GROUP terms per sweep.  One call covers a whole plane of short rows.
+ */
+#define TB_DEFINE_REDUCE_ROWS(NAME, T, SUM)                                             \
+    static inline void NAME(T *restrict acc, int64_t acc_stride, const T *rows,         \
+                            int64_t stride, const int64_t *restrict ptr,                \
+                            const int64_t *restrict src, const T *restrict w,           \
+                            int64_t n_rows, int64_t n)                                  \
+    {                                                                                   \
+        const T *x[TB_GROUP];                                                           \
+        for (int64_t r = 0; r < n_rows; ++r) {                                          \
+            T *restrict out = acc + r * acc_stride;                                     \
+            const int64_t t0 = ptr[r], t1 = ptr[r + 1];                                 \
+            if (t0 == t1)                                                               \
+                for (int64_t k = 0; k < n; ++k)                                         \
+                    out[k] = (T)0;                                                      \
+            for (int64_t t = t0; t < t1;) {                                             \
+                const int64_t m = t1 - t < TB_GROUP ? t1 - t : TB_GROUP;                \
+                for (int64_t j = 0; j < m; ++j)                                         \
+                    x[j] = rows + src[t + j] * stride;                                  \
+                SUM(out, x, w + t, m, n, t == t0);                                      \
+                t += m;                                                                 \
+            }                                                                           \
+        }                                                                               \
+    }
+
+TB_DEFINE_SUM_ROWS(tb_sum_rows_f32, float, f32)
+TB_DEFINE_SUM_ROWS(tb_sum_rows_f64, double, f64)
+TB_DEFINE_REDUCE_ROWS(tb_reduce_rows_f32, float, tb_sum_rows_f32)
+TB_DEFINE_REDUCE_ROWS(tb_reduce_rows_f64, double, tb_sum_rows_f64)
+
 TB_DEFINE_AXPY(tb_axpy_f32, float)
 TB_DEFINE_AXPY(tb_axpy_f64, double)
 TB_DEFINE_AXPY2(tb_axpy2_f32, float)

@@ -38,6 +38,12 @@ cdef extern from "_axpy.h" nogil:
     void tb_w_channels_f64(double* out, const double* row, const int64_t* ptr,
                            const int64_t* src, const double* w, int64_t n_in,
                            int64_t v) noexcept
+    void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
+                            int64_t stride, const int64_t* ptr, const int64_t* src,
+                            const float* w, int64_t n_rows, int64_t n) noexcept
+    void tb_reduce_rows_f64(double* acc, int64_t acc_stride, const double* rows,
+                            int64_t stride, const int64_t* ptr, const int64_t* src,
+                            const double* w, int64_t n_rows, int64_t n) noexcept
     void tb_axpy_f32(float* acc, float w, const float* x, int64_t n, int first) noexcept
     void tb_axpy_f64(double* acc, double w, const double* x, int64_t n, int first) noexcept
     void tb_axpy2_f32(float* acc, float w0, const float* x0, float w1, const float* x1,
@@ -48,6 +54,7 @@ cdef extern from "_axpy.h" nogil:
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
     void tb_store_fence() noexcept
+    void tb_prefetch_l2(const void* p, int64_t nbytes) noexcept
 
 cdef extern from "_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,
@@ -123,6 +130,7 @@ ctypedef struct Problem:
     int64_t n_items        # slices * input planes: the units of parallel work
     int64_t oh
     int64_t ring           # rows of acc_d: oh, or the channels-last ring (see _plan.py)
+    const int64_t* ring_src  # the H table's src, modulo ring: the acc_d row of each term
     int64_t id
     int64_t ih
     int64_t v              # elements per W position: C in channels-last mode, else 1
@@ -258,20 +266,15 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
                     u16[o * so + k * si] = tb_float_to_bf16(src[o * n + k])
 
 
-cdef inline void reduce_rows(floating* acc, const floating* w, const int64_t* src,
-                             int64_t t0, int64_t t1, const floating* rows, int64_t stride,
-                             int64_t ring, int64_t n) noexcept nogil:
-    # acc[:n] = sum over terms t0 <= t < t1 of w[t] * row src[t], two terms
-    # per sweep (the H pass).  Row y lies at ``rows + (y % ring) * stride``.
-    cdef int64_t t = t0
-    if t0 == t1:
-        fill_zero(acc, n)
-    while t + 1 < t1:
-        axpy2(acc, w[t], rows + (src[t] % ring) * stride, w[t + 1],
-              rows + (src[t + 1] % ring) * stride, n, t == t0)
-        t += 2
-    if t < t1:
-        axpy(acc, w[t], rows + (src[t] % ring) * stride, n, t == t0)
+cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* rows,
+                             int64_t stride, const int64_t* ptr, const int64_t* src,
+                             const floating* w, int64_t n_rows, int64_t n) noexcept nogil:
+    # Rows r < n_rows of acc (acc_stride apart): the sum over the terms
+    # ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :] (see _axpy.h).
+    if floating is float:
+        tb_reduce_rows_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n)
+    else:
+        tb_reduce_rows_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n)
 
 
 cdef inline void w_pass(floating* out, floating* row, const Axis* ax,

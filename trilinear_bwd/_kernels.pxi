@@ -13,6 +13,7 @@ from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
+    DT_FLOAT32,
     DT_FLOAT64,
     READ_CONVERT,
     READ_FLOAT16,
@@ -36,6 +37,7 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_axpy_bf16,
     tb_axpy_f16,
     tb_have_f16c,
+    tb_prefetch_l2,
     tb_store_fence,
     w_pass,
 )
@@ -44,17 +46,22 @@ from trilinear_bwd._openmp cimport omp_get_thread_num
 import numpy as np
 
 
-cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* src,
-                              int64_t t0, int64_t t1, const Problem* p, const char* gout,
+cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* ptr,
+                              const int64_t* src, const Problem* p, const char* gout,
                               int64_t base, int64_t stride, floating* conv,
                               int64_t n) noexcept nogil:
-    # The same sum over grad_out rows at ``base + src[t] * stride`` elements,
-    # read as p.read_mode says.
+    # The D pass of one input plane (ptr points at its entry of the D table):
+    # the sum over grad_out rows at ``base + src[t] * stride`` elements, read
+    # as p.read_mode says.
+    cdef int64_t t0 = ptr[0], t1 = ptr[1]
     cdef int64_t t = t0
     cdef int64_t o0, o1
     cdef bint pair, first
     cdef const floating* x = <const floating*> gout
     cdef const uint16_t* u16 = <const uint16_t*> gout
+    if p.read_mode == READ_IN_PLACE:
+        reduce_rows(acc, 0, x + base, stride, ptr, src, w, 1, n)
+        return
     if t0 == t1:
         fill_zero(acc, n)
     while t < t1:
@@ -95,6 +102,33 @@ cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating
                   <void*> ((<char*> ws) + p.off_narrow))
 
 
+cdef inline void _prefetch_next(const Problem* p, const char* gout, int64_t item,
+                                int64_t part, int64_t parts) noexcept nogil:
+    # Part ``part`` of ``parts`` of the grad_out planes that item + 1 (next on
+    # this thread under the static split, but for the last of its share) will
+    # sum over D and item did not.  Only for planes that are one contiguous run.
+    cdef int64_t nxt = item + 1
+    cdef int64_t b = nxt // p.id
+    cdef int64_t a = nxt - b * p.id
+    cdef int64_t b1 = b // p.nb2
+    cdef int64_t b2 = b - b1 * p.nb2
+    cdef int64_t size = 8 if p.dtype == DT_FLOAT64 else (4 if p.dtype == DT_FLOAT32 else 2)
+    cdef int64_t plane = p.oh * p.L * size
+    cdef int64_t lo = (plane * part // parts) & ~(<int64_t> 63)
+    cdef int64_t hi = (plane * (part + 1) // parts) & ~(<int64_t> 63)
+    cdef int64_t last = -1, t
+    if part + 1 == parts:
+        hi = plane
+    if nxt >= p.n_items or hi <= lo:
+        return
+    if a > 0 and p.ax_d.ptr[a] > p.ax_d.ptr[a - 1]:
+        last = p.ax_d.src[p.ax_d.ptr[a] - 1]
+    for t in range(p.ax_d.ptr[a], p.ax_d.ptr[a + 1]):
+        if p.ax_d.src[t] > last:
+            tb_prefetch_l2(gout + (b1 * p.gout.s_b1 + b2 * p.gout.s_b2
+                                   + p.ax_d.src[t] * p.gout.s_d) * size + lo, hi - lo)
+
+
 cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                  int64_t item) noexcept nogil:
     cdef int64_t b = item // p.id
@@ -109,8 +143,7 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef const floating* w_d = <const floating*> p.ax_d.weight
     cdef const int64_t* h_ptr = p.ax_h.ptr
     cdef const int64_t* h_src = p.ax_h.src
-    cdef int64_t d0 = p.ax_d.ptr[a]
-    cdef int64_t d1 = p.ax_d.ptr[a + 1]
+    cdef const int64_t* d_ptr = p.ax_d.ptr + a
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
     cdef int64_t y, row, done = -1
@@ -128,11 +161,11 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                 y = max(done + 1, h_src[h_ptr[row]])
                 done = max(done, h_src[h_ptr[row + 1] - 1])
                 while y <= done:
-                    _reduce_grad(acc_d + (y % p.ring) * L, w_d, p.ax_d.src, d0, d1, p, gout,
+                    _reduce_grad(acc_d + (y % p.ring) * L, w_d, d_ptr, p.ax_d.src, p, gout,
                                  go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
                     y += 1
-            reduce_rows(acc_h, <const floating*> p.ax_h.weight, h_src, h_ptr[row],
-                        h_ptr[row + 1], acc_d, L, p.ring, L)
+            reduce_rows(acc_h, 0, acc_d, L, h_ptr + row, p.ring_src,
+                        <const floating*> p.ax_h.weight, 1, L)
             _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h, out, ws)
     else:
         # Channels-first: D for the whole plane (one sweep when a plane is one
@@ -141,16 +174,17 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
         # would stall on the H pass's vector stores if it followed them
         # immediately.
         if p.plane_run:
-            _reduce_grad(acc_d, w_d, p.ax_d.src, d0, d1, p, gout, go_base, p.gout.s_d, conv,
+            _reduce_grad(acc_d, w_d, d_ptr, p.ax_d.src, p, gout, go_base, p.gout.s_d, conv,
                          p.oh * L)
         else:
             for y in range(p.oh):
-                _reduce_grad(acc_d + y * L, w_d, p.ax_d.src, d0, d1, p, gout,
+                _reduce_grad(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, gout,
                              go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
+        reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
+                    p.ih, L)
         for row in range(p.ih):
-            reduce_rows(acc_h + row * p.h_stride, <const floating*> p.ax_h.weight, h_src,
-                        h_ptr[row], h_ptr[row + 1], acc_d, L, p.oh, L)
-        for row in range(p.ih):
+            if p.plane_run:
+                _prefetch_next(p, gout, item, row, p.ih)
             _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h + row * p.h_stride, out, ws)
     if p.stream:
         tb_store_fence()
@@ -228,6 +262,9 @@ cdef class KernelPlan:
         self.p.n_items = spec["n_items"]
         self.p.oh = spec["oh"]
         self.p.ring = spec["ring"]
+        ring_src = np.ascontiguousarray(spec["axis_h"]["src"] % self.p.ring, dtype=np.int64)
+        self._keep.append(ring_src)
+        self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         self.p.id = spec["id"]
         self.p.ih = spec["ih"]
         self.p.v = spec["v"]
