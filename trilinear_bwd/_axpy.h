@@ -1,13 +1,15 @@
 /*
- * The axpys of the D, H and channels-last W passes:
- *     acc = (first ? 0 : acc) + w * x
- *     acc = ((first ? 0 : acc) + w0 * x0) + w1 * x1
- * in C rather than Cython only for `restrict`: without it the compiler
- * versions every loop behind a run-time overlap check, which costs more than
- * the work for short rows (16 channels, say).  The explicit `0 +` keeps the
- * first term's rounding identical to every later one (and turns -0 into +0,
- * as a zero-initialised accumulator does); without -ffast-math the compiler
- * may not drop it.
+ * The sums of the D, H and channels-last W passes, each output element
+ *     acc = ((0 + w0 * x0) + w1 * x1) + ...
+ * over its terms in table order: plain axpys (one or two terms per sweep),
+ * the register-accumulating row reductions, and the channels-last W pass.
+ * In C rather than Cython for `restrict` (without it the compiler versions
+ * every loop behind a run-time overlap check, which costs more than the work
+ * for short rows) and for the vector intrinsics.  The explicit `0 +` keeps
+ * the first term's rounding identical to every later one (and turns -0 into
+ * +0, as a zero-initialised accumulator does); without -ffast-math the
+ * compiler may not drop it.  Every variant performs the same additions in
+ * the same order, so all of them, vector or scalar, give the same bits.
  */
 #ifndef TRILINEAR_BWD_AXPY_H
 #define TRILINEAR_BWD_AXPY_H

@@ -13,7 +13,6 @@ from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
-    DT_FLOAT32,
     DT_FLOAT64,
     READ_CONVERT,
     READ_FLOAT16,
@@ -37,7 +36,6 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_axpy_bf16,
     tb_axpy_f16,
     tb_have_f16c,
-    tb_prefetch_l2,
     tb_store_fence,
     w_pass,
 )
@@ -74,7 +72,7 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* p
             if pair:
                 load_row(conv + n, gout, o1, &p.gout.row, p.dtype)
             x, o0, o1 = conv, 0, n
-        if p.read_mode == READ_IN_PLACE or p.read_mode == READ_CONVERT:
+        if p.read_mode == READ_CONVERT:
             if pair:
                 axpy2(acc, w[t], x + o0, w[t + 1], x + o1, n, first)
             else:
@@ -102,33 +100,6 @@ cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating
                   <void*> ((<char*> ws) + p.off_narrow))
 
 
-cdef inline void _prefetch_next(const Problem* p, const char* gout, int64_t item,
-                                int64_t part, int64_t parts) noexcept nogil:
-    # Part ``part`` of ``parts`` of the grad_out planes that item + 1 (next on
-    # this thread under the static split, but for the last of its share) will
-    # sum over D and item did not.  Only for planes that are one contiguous run.
-    cdef int64_t nxt = item + 1
-    cdef int64_t b = nxt // p.id
-    cdef int64_t a = nxt - b * p.id
-    cdef int64_t b1 = b // p.nb2
-    cdef int64_t b2 = b - b1 * p.nb2
-    cdef int64_t size = 8 if p.dtype == DT_FLOAT64 else (4 if p.dtype == DT_FLOAT32 else 2)
-    cdef int64_t plane = p.oh * p.L * size
-    cdef int64_t lo = (plane * part // parts) & ~(<int64_t> 63)
-    cdef int64_t hi = (plane * (part + 1) // parts) & ~(<int64_t> 63)
-    cdef int64_t last = -1, t
-    if part + 1 == parts:
-        hi = plane
-    if nxt >= p.n_items or hi <= lo:
-        return
-    if a > 0 and p.ax_d.ptr[a] > p.ax_d.ptr[a - 1]:
-        last = p.ax_d.src[p.ax_d.ptr[a] - 1]
-    for t in range(p.ax_d.ptr[a], p.ax_d.ptr[a + 1]):
-        if p.ax_d.src[t] > last:
-            tb_prefetch_l2(gout + (b1 * p.gout.s_b1 + b2 * p.gout.s_b2
-                                   + p.ax_d.src[t] * p.gout.s_d) * size + lo, hi - lo)
-
-
 cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                  int64_t item) noexcept nogil:
     cdef int64_t b = item // p.id
@@ -147,7 +118,6 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
     cdef int64_t y, row, done = -1
-    cdef floating* h_row
 
     if p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
@@ -183,8 +153,6 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
         reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
                     p.ih, L)
         for row in range(p.ih):
-            if p.plane_run:
-                _prefetch_next(p, gout, item, row, p.ih)
             _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h + row * p.h_stride, out, ws)
     if p.stream:
         tb_store_fence()
