@@ -184,18 +184,32 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
  * compiler, which then unrolls the loop over rows.
  */
 #define TB_GROUP 8
+#define TB_PF_MIN 4096
 
 #if defined(TB_LANES_f32)
-#define TB_SUM_ROWS_VECTOR(S)                                                           \
-    tb_vec_##S wv[TB_GROUP];                                                            \
-    for (int64_t j = 0; j < m; ++j)                                                     \
-        wv[j] = tb_set1_##S(w[j]);                                                      \
-    for (; k + TB_LANES_##S <= n; k += TB_LANES_##S) {                                  \
+#define TB_SUM_ROWS_STEP(S)                                                             \
+    {                                                                                   \
         tb_vec_##S a = first ? tb_zero_##S() : tb_load_##S(acc + k);                    \
         for (int64_t j = 0; j < m; ++j)                                                 \
             a = tb_add_##S(a, tb_mul_##S(wv[j], tb_load_##S(x[j] + k)));                \
         tb_store_##S(acc + k, a);                                                       \
     }
+/* Long sweeps (whole grad_out planes) also prefetch each row TB_PF_AHEAD
+ * bytes ahead: the hardware prefetcher alone leaves the core waiting on
+ * memory at every page boundary of its several streams. */
+#define TB_PF_AHEAD 512
+#define TB_SUM_ROWS_VECTOR(S)                                                           \
+    tb_vec_##S wv[TB_GROUP];                                                            \
+    for (int64_t j = 0; j < m; ++j)                                                     \
+        wv[j] = tb_set1_##S(w[j]);                                                      \
+    if (n >= TB_PF_MIN)                                                                 \
+        for (; k + TB_LANES_##S <= n; k += TB_LANES_##S) {                              \
+            for (int64_t j = 0; j < m; ++j)                                             \
+                _mm_prefetch((const char *)(x[j] + k) + TB_PF_AHEAD, _MM_HINT_T0);      \
+            TB_SUM_ROWS_STEP(S)                                                         \
+        }                                                                               \
+    for (; k + TB_LANES_##S <= n; k += TB_LANES_##S)                                    \
+        TB_SUM_ROWS_STEP(S)
 #else
 #define TB_SUM_ROWS_VECTOR(S)
 #endif
@@ -249,11 +263,11 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
             if (t0 == t1)                                                               \
                 for (int64_t k = 0; k < n; ++k)                                         \
                     out[k] = (T)0;                                                      \
-            if (t1 - t0 == 1) {                                                         \
+            if (t1 - t0 == 1 && n < TB_PF_MIN) {                                        \
                 AXPY(out, w[t0], rows + src[t0] * stride, n, 1);                        \
                 continue;                                                               \
             }                                                                           \
-            if (t1 - t0 == 2) {                                                         \
+            if (t1 - t0 == 2 && n < TB_PF_MIN) {                                        \
                 AXPY2(out, w[t0], rows + src[t0] * stride, w[t0 + 1],                   \
                       rows + src[t0 + 1] * stride, n, 1);                               \
                 continue;                                                               \

@@ -35,12 +35,14 @@
 
 enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2 };
 
-static inline void tb_gather_f32(float *restrict out, const float *restrict row,
-                                 const float *restrict weight, const int32_t *restrict src,
-                                 const int32_t *restrict rel, const int32_t *restrict window,
-                                 const int8_t *restrict mode,
-                                 const int32_t *restrict block_window, int64_t n,
-                                 int64_t width, int stream)
+TB_ALWAYS_INLINE void tb_gather_f32_body(float *restrict out, const float *restrict row,
+                                         const float *restrict weight,
+                                         const int32_t *restrict src,
+                                         const int32_t *restrict rel,
+                                         const int32_t *restrict window,
+                                         const int8_t *restrict mode,
+                                         const int32_t *restrict block_window, int64_t n,
+                                         int64_t width, int stream)
 {
     int64_t i = 0;
 #if defined(__AVX2__)
@@ -97,6 +99,32 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
         for (int64_t k = 0; k < width; ++k)
             acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
         out[i] = acc;
+    }
+}
+
+/* The common widths (1 to 4 terms per point) get copies with the width known
+ * to the compiler, which then unrolls the loops over terms. */
+static inline void tb_gather_f32(float *restrict out, const float *restrict row,
+                                 const float *restrict weight, const int32_t *restrict src,
+                                 const int32_t *restrict rel, const int32_t *restrict window,
+                                 const int8_t *restrict mode,
+                                 const int32_t *restrict block_window, int64_t n,
+                                 int64_t width, int stream)
+{
+    switch (width) {
+#define TB_GATHER_WIDTH(K)                                                                  \
+    case K:                                                                                 \
+        tb_gather_f32_body(out, row, weight, src, rel, window, mode, block_window, n, K,    \
+                           stream);                                                         \
+        return;
+    TB_GATHER_WIDTH(1)
+    TB_GATHER_WIDTH(2)
+    TB_GATHER_WIDTH(3)
+    TB_GATHER_WIDTH(4)
+#undef TB_GATHER_WIDTH
+    default:
+        tb_gather_f32_body(out, row, weight, src, rel, window, mode, block_window, n, width,
+                           stream);
     }
 }
 

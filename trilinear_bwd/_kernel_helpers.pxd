@@ -54,6 +54,7 @@ cdef extern from "_axpy.h" nogil:
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
     void tb_store_fence() noexcept
+    void tb_prefetch_l2(const void* p, int64_t nbytes) noexcept
 
 cdef extern from "_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,

@@ -13,6 +13,7 @@ from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
+    DT_FLOAT32,
     DT_FLOAT64,
     READ_CONVERT,
     READ_FLOAT16,
@@ -36,12 +37,15 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_axpy_bf16,
     tb_axpy_f16,
     tb_have_f16c,
+    tb_prefetch_l2,
     tb_store_fence,
     w_pass,
 )
 from trilinear_bwd._openmp cimport omp_get_thread_num
 
 import numpy as np
+
+DEF PF_ROWS = 2
 
 
 cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* ptr,
@@ -117,7 +121,8 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef const int64_t* d_ptr = p.ax_d.ptr + a
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
-    cdef int64_t y, row, done = -1
+    cdef int64_t y, row, t, done = -1
+    cdef int64_t size = 8 if p.dtype == DT_FLOAT64 else (4 if p.dtype == DT_FLOAT32 else 2)
 
     if p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
@@ -131,6 +136,11 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                 y = max(done + 1, h_src[h_ptr[row]])
                 done = max(done, h_src[h_ptr[row + 1] - 1])
                 while y <= done:
+                    if p.read_mode != READ_CONVERT and y + PF_ROWS < p.oh:
+                        for t in range(d_ptr[0], d_ptr[1]):
+                            tb_prefetch_l2(gout + (go_base + (y + PF_ROWS) * p.gout.s_h
+                                                   + p.ax_d.src[t] * p.gout.s_d) * size,
+                                           L * size)
                     _reduce_grad(acc_d + (y % p.ring) * L, w_d, d_ptr, p.ax_d.src, p, gout,
                                  go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
                     y += 1

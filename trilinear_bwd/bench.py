@@ -4,7 +4,11 @@
 for each case, this library (at the default thread count and on one thread)
 and, if installed, ``torch.ops.aten.upsample_trilinear3d_backward`` on the same
 data in the same process: a warm-up, then rounds in which every contender runs
-once, in turn, and the median per contender.  It measures the machine's copy
+once, in turn, and the median per contender.  By default every timed call
+starts from caches that hold none of its data (``cache="cold"``: a buffer
+larger than the last-level cache is rewritten first), the state of a
+training step in which other operators ran in between; ``--cache warm``
+instead runs each contender once, untimed, right before its timed call.  It measures the machine's copy
 bandwidth in the same run (a large ``np.copyto``, counted as bytes read plus
 bytes written: once on one thread, the "plain copy" that defines the limit,
 and once split over as many threads as the kernel uses) and reports, per case, the time, the speedup over torch, the
@@ -131,8 +135,35 @@ def _ours_call(grad_out, input_size, align_corners, layout, num_threads):
     return run
 
 
-def measure(case, repeat, num_threads, with_torch, seed=0):
-    """Time one case; return a dict of results (times in seconds)."""
+# Rewritten before every timed call in "cold" mode: twice the 260 MB of
+# last-level cache the CI machine reports.
+EVICT_BYTES = 512 * 2**20
+
+
+def _evicter(cache):
+    """Return the function that sets the cache state before a timed call."""
+    if cache == "warm":
+        return lambda run: run()
+    if cache != "cold":
+        raise ValueError(f"cache must be 'cold' or 'warm', got {cache!r}")
+    buf = np.zeros(EVICT_BYTES // 8)
+
+    def evict(run):
+        # A ufunc rather than np.copyto or fill: memcpy and memset switch to
+        # non-temporal stores at this size, which would leave the caches as
+        # they were.
+        np.add(buf, 1.0, out=buf)
+
+    return evict
+
+
+def measure(case, repeat, num_threads, with_torch, seed=0, cache="cold"):
+    """Time one case; return a dict of results (times in seconds).
+
+    ``cache`` is "cold" (every timed call starts with none of the data in
+    cache) or "warm" (each timed call follows an untimed one of the same
+    contender).
+    """
     name, (n, c), ins, outs, layout, dtype, align = case
     values = np.random.default_rng(seed).standard_normal((n, c) + outs, dtype=np.float32)
     grad_out = _layout(values.astype(_dtype(dtype)), layout)
@@ -148,11 +179,18 @@ def measure(case, repeat, num_threads, with_torch, seed=0):
         run()
     times = {k: [] for k in contenders}
     order = list(contenders)
+    prepare = _evicter(cache)
     for round_ in range(repeat):
         # Interleaved rounds, so that drift in the machine's load hits every
-        # contender alike; the order rotates so that none always follows the
-        # same predecessor (and inherits the same cache state).
+        # contender alike, in an order that rotates.  Each timed call starts
+        # from the cache state ``prepare`` sets, not from whatever its
+        # predecessor left: with three contenders a rotation alone has the
+        # one-thread run follow the all-thread run (warm) in two rounds of
+        # three, and the all-thread run follow torch's long call, after which
+        # this machine's caches have gone cold, in two of three, which
+        # understated the thread speedup by 10-15%.
         for key in order[round_ % len(order):] + order[:round_ % len(order)]:
+            prepare(contenders[key])
             start = time.perf_counter()
             contenders[key]()
             times[key].append(time.perf_counter() - start)
@@ -167,8 +205,11 @@ def measure(case, repeat, num_threads, with_torch, seed=0):
 
 
 def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, bandwidth=None,
-                  progress=None):
-    """Run every case; return ``{"machine": ..., "bandwidth": ..., "results": [...]}``."""
+                  progress=None, cache="cold"):
+    """Run every case; return ``{"machine": ..., "bandwidth": ..., "results": [...]}``.
+
+    ``cache`` is passed to :func:`measure`.
+    """
     import trilinear_bwd as tb
     from trilinear_bwd import _dispatch, _openmp_helpers
 
@@ -184,7 +225,7 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
     bw_all = copy_bandwidth(threads=threads) if threads > 1 else bw
     results = []
     for case in cases:
-        r = measure(case, repeat, num_threads, with_torch)
+        r = measure(case, repeat, num_threads, with_torch, cache=cache)
         limit = r["bytes"] / bw
         r["limit_s"] = limit
         r["percent_of_limit"] = 100.0 * limit / r["ours_s"]
@@ -209,7 +250,8 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
         machine["torch"] = torch.__version__
         machine["torch_threads"] = torch.get_num_threads()
     return {"machine": machine, "bandwidth_bytes_per_s": bw,
-            "all_threads_bandwidth_bytes_per_s": bw_all, "repeat": repeat, "results": results}
+            "all_threads_bandwidth_bytes_per_s": bw_all, "repeat": repeat, "cache": cache,
+            "results": results}
 
 
 def format_table(report):
@@ -235,7 +277,8 @@ def format_table(report):
         f"(np.copyto, read + write, one thread); the same copy on {m['threads']} thread(s) "
         f"moves {report['all_threads_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s. "
         f"{m['threads']} thread(s), kernel variant `{m['kernel_variant']}`, "
-        f"median of {report['repeat']} interleaved rounds"
+        f"median of {report['repeat']} interleaved rounds, "
+        f"{report.get('cache', 'cold')} caches"
         + (f", torch {m['torch']} on {m['torch_threads']} thread(s)" if torch else "") + "."
     )
     return "\n".join(lines)
@@ -289,6 +332,8 @@ def main(argv=None):
     p.add_argument("--repeat", "-r", type=int, default=15, help="interleaved rounds (median)")
     p.add_argument("--threads", "-t", type=int, default=None, help="threads for this library")
     p.add_argument("--no-torch", action="store_true", help="do not time PyTorch")
+    p.add_argument("--cache", choices=["cold", "warm"], default="cold",
+                   help="cache state at the start of each timed call (default: cold)")
     p.add_argument("--cases", default=None,
                    help="comma-separated case names to run (default: all)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -306,7 +351,7 @@ def main(argv=None):
               file=sys.stderr)
 
     report = run_benchmark(cases, args.repeat, args.threads, False if args.no_torch else None,
-                           progress=progress)
+                           progress=progress, cache=args.cache)
     print(format_table(report))
     if args.json:
         with open(args.json, "w") as f:
