@@ -54,7 +54,6 @@ cdef extern from "_axpy.h" nogil:
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
     void tb_store_fence() noexcept
-    void tb_prefetch_l2(const void* p, int64_t nbytes) noexcept
 
 cdef extern from "_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,
@@ -127,7 +126,8 @@ ctypedef struct Problem:
     bint out_direct        # the W pass writes grad_input rows in place (accumulation type,
                            # unit stride; streamed only by the channels-first gather)
     int64_t nb2            # slice b is (b // nb2, b % nb2)
-    int64_t n_items        # slices * input planes: the units of parallel work
+    int64_t n_items        # slices * groups of input planes: the units of parallel work
+    int64_t group          # input planes per item: 1, or 2 in channels-last mode
     int64_t oh
     int64_t ring           # rows of acc_d: oh, or the channels-last ring (see _plan.py)
     const int64_t* ring_src  # the H table's src, modulo ring: the acc_d row of each term

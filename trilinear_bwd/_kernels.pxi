@@ -13,7 +13,6 @@ from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
-    DT_FLOAT32,
     DT_FLOAT64,
     READ_CONVERT,
     READ_FLOAT16,
@@ -37,7 +36,6 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_axpy_bf16,
     tb_axpy_f16,
     tb_have_f16c,
-    tb_prefetch_l2,
     tb_store_fence,
     w_pass,
 )
@@ -45,7 +43,8 @@ from trilinear_bwd._openmp cimport omp_get_thread_num
 
 import numpy as np
 
-DEF PF_ROWS = 2
+# Most input planes a channels-last item covers (Problem.group).
+DEF MAX_GROUP = 2
 
 
 cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* ptr,
@@ -106,8 +105,11 @@ cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating
 
 cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                  int64_t item) noexcept nogil:
-    cdef int64_t b = item // p.id
-    cdef int64_t a = item - b * p.id
+    # Item = (slice b, input planes a0 .. a0 + p.group - 1).
+    cdef int64_t n_groups = (p.id + p.group - 1) // p.group
+    cdef int64_t b = item // n_groups
+    cdef int64_t a0 = (item - b * n_groups) * p.group
+    cdef int64_t n_planes = min(p.group, p.id - a0)
     cdef int64_t b1 = b // p.nb2
     cdef int64_t b2 = b - b1 * p.nb2
     cdef int64_t L = p.L
@@ -118,35 +120,42 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef const floating* w_d = <const floating*> p.ax_d.weight
     cdef const int64_t* h_ptr = p.ax_h.ptr
     cdef const int64_t* h_src = p.ax_h.src
-    cdef const int64_t* d_ptr = p.ax_d.ptr + a
+    cdef const int64_t* d_ptr = p.ax_d.ptr + a0
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
-    cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a * p.gin.s_d
-    cdef int64_t y, row, t, done = -1
-    cdef int64_t size = 8 if p.dtype == DT_FLOAT64 else (4 if p.dtype == DT_FLOAT32 else 2)
+    cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a0 * p.gin.s_d
+    cdef int64_t y, row, g, first, last
+    cdef floating* ring
+    cdef int64_t done[MAX_GROUP]
 
     if p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
         # A grad_out row is summed over D when the first H row that needs it
-        # comes up, into a ring of p.ring rows (H reads rows in
+        # comes up, into a ring of p.ring rows per plane (H reads rows in
         # non-decreasing order), so D, H and W all work in L1 and the output
-        # stores are spread over the whole plane rather than bunched after a
-        # D sweep of it.
+        # stores are spread over the plane rather than bunched after a D
+        # sweep of it.  The group's planes take turns row by row: neighbouring
+        # input planes read mostly the same grad_out rows, which the second
+        # then finds in cache, where a plane's whole share of grad_out (a few
+        # 100 KB per grad_out plane here) would have left L2 before the next
+        # plane came to it.
+        for g in range(n_planes):
+            done[g] = -1
         for row in range(p.ih):
             if h_ptr[row + 1] > h_ptr[row]:
-                y = max(done + 1, h_src[h_ptr[row]])
-                done = max(done, h_src[h_ptr[row + 1] - 1])
-                while y <= done:
-                    if p.read_mode != READ_CONVERT and y + PF_ROWS < p.oh:
-                        for t in range(d_ptr[0], d_ptr[1]):
-                            tb_prefetch_l2(gout + (go_base + (y + PF_ROWS) * p.gout.s_h
-                                                   + p.ax_d.src[t] * p.gout.s_d) * size,
-                                           L * size)
-                    _reduce_grad(acc_d + (y % p.ring) * L, w_d, d_ptr, p.ax_d.src, p, gout,
+                first, last = h_src[h_ptr[row]], h_src[h_ptr[row + 1] - 1]
+            else:
+                first, last = 0, -1
+            for g in range(n_planes):
+                ring = acc_d + g * p.ring * L
+                y = max(done[g] + 1, first)
+                done[g] = max(done[g], last)
+                while y <= done[g]:
+                    _reduce_grad(ring + (y % p.ring) * L, w_d, d_ptr + g, p.ax_d.src, p, gout,
                                  go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
                     y += 1
-            reduce_rows(acc_h, 0, acc_d, L, h_ptr + row, p.ring_src,
-                        <const floating*> p.ax_h.weight, 1, L)
-            _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h, out, ws)
+                reduce_rows(acc_h, 0, ring, L, h_ptr + row, p.ring_src,
+                            <const floating*> p.ax_h.weight, 1, L)
+                _w_and_store(p, gin, gi_base + g * p.gin.s_d + row * p.gin.s_h, acc_h, out, ws)
     else:
         # Channels-first: D for the whole plane (one sweep when a plane is one
         # contiguous run read in place), then H for the whole plane, then W:
@@ -244,6 +253,7 @@ cdef class KernelPlan:
         self._keep.append(ring_src)
         self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         self.p.id = spec["id"]
+        self.p.group = spec["group"]
         self.p.ih = spec["ih"]
         self.p.v = spec["v"]
         self.p.L = spec["L"]

@@ -46,18 +46,4 @@ static inline void tb_store_fence(void)
 #endif
 }
 
-/*
- * Ask for the lines of [p, p + nbytes) to be brought into L2 ahead of use.
- */
-static inline void tb_prefetch_l2(const void *p, int64_t nbytes)
-{
-#if defined(__SSE2__)
-    const char *c = (const char *)p;
-    for (int64_t k = 0; k < nbytes; k += 64)
-        _mm_prefetch(c + k, _MM_HINT_T1);
-#else
-    (void)p, (void)nbytes;
-#endif
-}
-
 #endif
