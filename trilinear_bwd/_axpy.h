@@ -184,7 +184,6 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
  * compiler, which then unrolls the loop over rows.
  */
 #define TB_GROUP 8
-#define TB_PF_MIN 4096
 
 #if defined(TB_LANES_f32)
 #define TB_SUM_ROWS_STEP(S)                                                             \
@@ -194,15 +193,16 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
             a = tb_add_##S(a, tb_mul_##S(wv[j], tb_load_##S(x[j] + k)));                \
         tb_store_##S(acc + k, a);                                                       \
     }
-/* Long sweeps (whole grad_out planes) also prefetch each row TB_PF_AHEAD
+/* Sweeps over grad_out (prefetch set) also prefetch each row TB_PF_AHEAD
  * bytes ahead: the hardware prefetcher alone leaves the core waiting on
- * memory at every page boundary of its several streams. */
+ * memory at every page boundary of its several streams.  Past the end of a
+ * row this fetches the start of the next one, which the next D row reads. */
 #define TB_PF_AHEAD 512
 #define TB_SUM_ROWS_VECTOR(S)                                                           \
     tb_vec_##S wv[TB_GROUP];                                                            \
     for (int64_t j = 0; j < m; ++j)                                                     \
         wv[j] = tb_set1_##S(w[j]);                                                      \
-    if (n >= TB_PF_MIN)                                                                 \
+    if (prefetch)                                                                       \
         for (; k + TB_LANES_##S <= n; k += TB_LANES_##S) {                              \
             for (int64_t j = 0; j < m; ++j)                                             \
                 _mm_prefetch((const char *)(x[j] + k) + TB_PF_AHEAD, _MM_HINT_T0);      \
@@ -217,7 +217,7 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
 #define TB_DEFINE_SUM_ROWS(NAME, T, S)                                                  \
     TB_ALWAYS_INLINE void NAME##_m(T *restrict acc, const T *const *x,                 \
                                    const T *restrict w, int64_t m, int64_t n,          \
-                                   int first)                                           \
+                                   int first, int prefetch)                             \
     {                                                                                   \
         int64_t k = 0;                                                                  \
         TB_SUM_ROWS_VECTOR(S)                                                           \
@@ -229,17 +229,17 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
         }                                                                               \
     }                                                                                   \
     TB_ALWAYS_INLINE void NAME(T *restrict acc, const T *const *x, const T *restrict w, \
-                               int64_t m, int64_t n, int first)                         \
+                               int64_t m, int64_t n, int first, int prefetch)           \
     {                                                                                   \
         switch (m) {                                                                    \
-        case 1: NAME##_m(acc, x, w, 1, n, first); return;                               \
-        case 2: NAME##_m(acc, x, w, 2, n, first); return;                               \
-        case 3: NAME##_m(acc, x, w, 3, n, first); return;                               \
-        case 4: NAME##_m(acc, x, w, 4, n, first); return;                               \
-        case 5: NAME##_m(acc, x, w, 5, n, first); return;                               \
-        case 6: NAME##_m(acc, x, w, 6, n, first); return;                               \
-        case 7: NAME##_m(acc, x, w, 7, n, first); return;                               \
-        default: NAME##_m(acc, x, w, TB_GROUP, n, first); /* m == TB_GROUP */           \
+        case 1: NAME##_m(acc, x, w, 1, n, first, prefetch); return;                     \
+        case 2: NAME##_m(acc, x, w, 2, n, first, prefetch); return;                     \
+        case 3: NAME##_m(acc, x, w, 3, n, first, prefetch); return;                     \
+        case 4: NAME##_m(acc, x, w, 4, n, first, prefetch); return;                     \
+        case 5: NAME##_m(acc, x, w, 5, n, first, prefetch); return;                     \
+        case 6: NAME##_m(acc, x, w, 6, n, first, prefetch); return;                     \
+        case 7: NAME##_m(acc, x, w, 7, n, first, prefetch); return;                     \
+        default: NAME##_m(acc, x, w, TB_GROUP, n, first, prefetch); /* m == TB_GROUP */ \
         }                                                                               \
     }
 
@@ -247,14 +247,15 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
  * Rows r < n_rows of acc (acc_stride apart): the sum over the terms
  * ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :], n elements,
  * TB_GROUP terms per sweep.  One call covers a whole plane of short rows.
- * Rows of one or two terms (downsampling) take the plain axpy loops, which
- * have less to set up per row: 5% faster on 40-element rows.
+ * Rows read from cache (prefetch clear) with one or two terms take the plain
+ * axpy loops, which have less to set up per row: 5% faster on 40-element
+ * rows.
  */
 #define TB_DEFINE_REDUCE_ROWS(NAME, T, SUM, AXPY, AXPY2)                                \
     static inline void NAME(T *restrict acc, int64_t acc_stride, const T *rows,         \
                             int64_t stride, const int64_t *restrict ptr,                \
                             const int64_t *restrict src, const T *restrict w,           \
-                            int64_t n_rows, int64_t n)                                  \
+                            int64_t n_rows, int64_t n, int prefetch)                    \
     {                                                                                   \
         const T *x[TB_GROUP];                                                           \
         for (int64_t r = 0; r < n_rows; ++r) {                                          \
@@ -263,11 +264,11 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
             if (t0 == t1)                                                               \
                 for (int64_t k = 0; k < n; ++k)                                         \
                     out[k] = (T)0;                                                      \
-            if (t1 - t0 == 1 && n < TB_PF_MIN) {                                        \
+            if (t1 - t0 == 1 && !prefetch) {                                            \
                 AXPY(out, w[t0], rows + src[t0] * stride, n, 1);                        \
                 continue;                                                               \
             }                                                                           \
-            if (t1 - t0 == 2 && n < TB_PF_MIN) {                                        \
+            if (t1 - t0 == 2 && !prefetch) {                                            \
                 AXPY2(out, w[t0], rows + src[t0] * stride, w[t0 + 1],                   \
                       rows + src[t0 + 1] * stride, n, 1);                               \
                 continue;                                                               \
@@ -276,7 +277,7 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
                 const int64_t m = t1 - t < TB_GROUP ? t1 - t : TB_GROUP;                \
                 for (int64_t j = 0; j < m; ++j)                                         \
                     x[j] = rows + src[t + j] * stride;                                  \
-                SUM(out, x, w + t, m, n, t == t0);                                      \
+                SUM(out, x, w + t, m, n, t == t0, prefetch);                            \
                 t += m;                                                                 \
             }                                                                           \
         }                                                                               \

@@ -121,6 +121,10 @@ static inline void tb_gather_f32(float *restrict out, const float *restrict row,
     TB_GATHER_WIDTH(2)
     TB_GATHER_WIDTH(3)
     TB_GATHER_WIDTH(4)
+    TB_GATHER_WIDTH(5)
+    TB_GATHER_WIDTH(6)
+    TB_GATHER_WIDTH(7)
+    TB_GATHER_WIDTH(8)
 #undef TB_GATHER_WIDTH
     default:
         tb_gather_f32_body(out, row, weight, src, rel, window, mode, block_window, n, width,

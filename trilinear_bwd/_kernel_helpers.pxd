@@ -40,10 +40,10 @@ cdef extern from "_axpy.h" nogil:
                            int64_t v) noexcept
     void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
                             int64_t stride, const int64_t* ptr, const int64_t* src,
-                            const float* w, int64_t n_rows, int64_t n) noexcept
+                            const float* w, int64_t n_rows, int64_t n, int prefetch) noexcept
     void tb_reduce_rows_f64(double* acc, int64_t acc_stride, const double* rows,
                             int64_t stride, const int64_t* ptr, const int64_t* src,
-                            const double* w, int64_t n_rows, int64_t n) noexcept
+                            const double* w, int64_t n_rows, int64_t n, int prefetch) noexcept
     void tb_axpy_f32(float* acc, float w, const float* x, int64_t n, int first) noexcept
     void tb_axpy_f64(double* acc, double w, const double* x, int64_t n, int first) noexcept
     void tb_axpy2_f32(float* acc, float w0, const float* x0, float w1, const float* x1,
@@ -268,13 +268,15 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
 
 cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* rows,
                              int64_t stride, const int64_t* ptr, const int64_t* src,
-                             const floating* w, int64_t n_rows, int64_t n) noexcept nogil:
+                             const floating* w, int64_t n_rows, int64_t n,
+                             bint prefetch) noexcept nogil:
     # Rows r < n_rows of acc (acc_stride apart): the sum over the terms
-    # ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :] (see _axpy.h).
+    # ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :]; ``prefetch``
+    # when the rows come from memory (grad_out) rather than cache (see _axpy.h).
     if floating is float:
-        tb_reduce_rows_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n)
+        tb_reduce_rows_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
     else:
-        tb_reduce_rows_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n)
+        tb_reduce_rows_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
 
 
 cdef inline void w_pass(floating* out, floating* row, const Axis* ax,

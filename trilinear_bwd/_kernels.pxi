@@ -61,7 +61,7 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* p
     cdef const floating* x = <const floating*> gout
     cdef const uint16_t* u16 = <const uint16_t*> gout
     if p.read_mode == READ_IN_PLACE:
-        reduce_rows(acc, 0, x + base, stride, ptr, src, w, 1, n)
+        reduce_rows(acc, 0, x + base, stride, ptr, src, w, 1, n, True)
         return
     if t0 == t1:
         fill_zero(acc, n)
@@ -154,7 +154,7 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                                  go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
                     y += 1
                 reduce_rows(acc_h, 0, ring, L, h_ptr + row, p.ring_src,
-                            <const floating*> p.ax_h.weight, 1, L)
+                            <const floating*> p.ax_h.weight, 1, L, False)
                 _w_and_store(p, gin, gi_base + g * p.gin.s_d + row * p.gin.s_h, acc_h, out, ws)
     else:
         # Channels-first: D for the whole plane (one sweep when a plane is one
@@ -170,7 +170,7 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
                 _reduce_grad(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, gout,
                              go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
         reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
-                    p.ih, L)
+                    p.ih, L, False)
         for row in range(p.ih):
             _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h + row * p.h_stride, out, ws)
     if p.stream:

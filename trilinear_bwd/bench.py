@@ -6,7 +6,7 @@ and, if installed, ``torch.ops.aten.upsample_trilinear3d_backward`` on the same
 data in the same process: a warm-up, then rounds in which every contender runs
 once, in turn, and the median per contender.  By default every timed call
 starts from caches that hold none of its data (``cache="cold"``: a buffer
-larger than the last-level cache is rewritten first), the state of a
+larger than the last-level cache is read first), the state of a
 training step in which other operators ran in between; ``--cache warm``
 instead runs each contender once, untimed, right before its timed call.  It measures the machine's copy
 bandwidth in the same run (a large ``np.copyto``, counted as bytes read plus
@@ -135,7 +135,7 @@ def _ours_call(grad_out, input_size, align_corners, layout, num_threads):
     return run
 
 
-# Rewritten before every timed call in "cold" mode: twice the 260 MB of
+# Read before every timed call in "cold" mode: twice the 260 MB of
 # last-level cache the CI machine reports.
 EVICT_BYTES = 512 * 2**20
 
@@ -146,13 +146,13 @@ def _evicter(cache):
         return lambda run: run()
     if cache != "cold":
         raise ValueError(f"cache must be 'cold' or 'warm', got {cache!r}")
-    buf = np.zeros(EVICT_BYTES // 8)
+    buf = np.ones(EVICT_BYTES // 8)  # written once, so that its pages exist
 
     def evict(run):
-        # A ufunc rather than np.copyto or fill: memcpy and memset switch to
-        # non-temporal stores at this size, which would leave the caches as
-        # they were.
-        np.add(buf, 1.0, out=buf)
+        # Reading, not writing: the caches end up full of clean lines, so the
+        # timed call pays for its own memory traffic only, which is what the
+        # bandwidth limit counts, not for writing back someone else's.
+        buf.sum()
 
     return evict
 
