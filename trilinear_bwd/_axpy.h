@@ -49,7 +49,12 @@
  * so that short channel runs do not pay a call per output position.
  *
  * Where the channels fill whole vectors, each vector of out[i] is summed
- * over all of i's terms in a register and stored once.  This is written with
+ * over all of i's terms in a register and stored once; with `stream` set
+ * and out 16-byte aligned, with non-temporal stores straight from the
+ * register, so that writing a large grad_input overlaps the arithmetic
+ * instead of following each row as a copy (downsample NDHWC, 2 threads,
+ * 1.68 -> 1.25 ms with the output's lines in cache, 2.08 -> 1.70 ms
+ * without).  Other channel counts ignore `stream`.  This is written with
  * intrinsics because, left to itself, GCC fully unrolls the channel loop of
  * the common counts and then vectorises the straight-line result badly
  * (half-width and scalar pieces).  The common counts get their own copy with
@@ -73,6 +78,11 @@ typedef __m256d tb_vec_f64;
 #define tb_add_f64 _mm256_add_pd
 #define tb_mul_f32 _mm256_mul_ps
 #define tb_mul_f64 _mm256_mul_pd
+/* Non-temporal stores 16 bytes at a time (see tb_stream_copy in _store.h). */
+#define tb_stream_f32(p, a) (_mm_stream_ps((p), _mm256_castps256_ps128(a)),             \
+                             _mm_stream_ps((p) + 4, _mm256_extractf128_ps((a), 1)))
+#define tb_stream_f64(p, a) (_mm_stream_pd((p), _mm256_castpd256_pd128(a)),             \
+                             _mm_stream_pd((p) + 2, _mm256_extractf128_pd((a), 1)))
 #elif defined(__SSE2__)
 #include <emmintrin.h>
 #define TB_LANES_f32 4
@@ -91,6 +101,8 @@ typedef __m128d tb_vec_f64;
 #define tb_add_f64 _mm_add_pd
 #define tb_mul_f32 _mm_mul_ps
 #define tb_mul_f64 _mm_mul_pd
+#define tb_stream_f32 _mm_stream_ps
+#define tb_stream_f64 _mm_stream_pd
 #endif
 
 #define TB_DEFINE_W_CHANNELS_SCALAR(NAME, T)                                            \
@@ -114,7 +126,8 @@ typedef __m128d tb_vec_f64;
 #define TB_DEFINE_W_CHANNELS_VECTOR(NAME, T, S)                                         \
     TB_ALWAYS_INLINE void NAME##_fixed(                                                \
         T *restrict out, const T *restrict row, const int64_t *restrict ptr,           \
-        const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v)     \
+        const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v,     \
+        int stream)                                                                     \
     {                                                                                   \
         enum { NV = 64 / TB_LANES_##S };                                                \
         const int64_t nv = v / TB_LANES_##S;                                            \
@@ -129,13 +142,18 @@ typedef __m128d tb_vec_f64;
                     acc[j] = tb_add_##S(acc[j],                                         \
                                         tb_mul_##S(wt, tb_load_##S(x + j * TB_LANES_##S)));\
             }                                                                           \
-            for (int64_t j = 0; j < nv; ++j)                                            \
-                tb_store_##S(out + i * v + j * TB_LANES_##S, acc[j]);                   \
+            if (stream)                                                                 \
+                for (int64_t j = 0; j < nv; ++j)                                        \
+                    tb_stream_##S(out + i * v + j * TB_LANES_##S, acc[j]);              \
+            else                                                                        \
+                for (int64_t j = 0; j < nv; ++j)                                        \
+                    tb_store_##S(out + i * v + j * TB_LANES_##S, acc[j]);               \
         }                                                                               \
     }                                                                                   \
     TB_ALWAYS_INLINE void NAME##_vector(                                               \
         T *restrict out, const T *restrict row, const int64_t *restrict ptr,           \
-        const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v)     \
+        const int64_t *restrict src, const T *restrict w, int64_t n_in, int64_t v,     \
+        int stream)                                                                     \
     {                                                                                   \
         for (int64_t i = 0; i < n_in; ++i) {                                            \
             const int64_t t0 = ptr[i], t1 = ptr[i + 1];                                 \
@@ -144,22 +162,26 @@ typedef __m128d tb_vec_f64;
                 for (int64_t t = t0; t < t1; ++t)                                       \
                     acc = tb_add_##S(acc, tb_mul_##S(tb_set1_##S(w[t]),                 \
                                                      tb_load_##S(row + src[t] * v + k)));\
-                tb_store_##S(out + i * v + k, acc);                                     \
+                if (stream)                                                             \
+                    tb_stream_##S(out + i * v + k, acc);                                \
+                else                                                                    \
+                    tb_store_##S(out + i * v + k, acc);                                 \
             }                                                                           \
         }                                                                               \
     }                                                                                   \
     static inline void NAME(T *restrict out, const T *restrict row,                    \
                             const int64_t *restrict ptr, const int64_t *restrict src,  \
-                            const T *restrict w, int64_t n_in, int64_t v)              \
+                            const T *restrict w, int64_t n_in, int64_t v, int stream)  \
     {                                                                                   \
+        stream = stream && ((uintptr_t)out & 15) == 0;                                  \
         switch (v) {                                                                    \
-        case 8: NAME##_fixed(out, row, ptr, src, w, n_in, 8); return;                   \
-        case 16: NAME##_fixed(out, row, ptr, src, w, n_in, 16); return;                 \
-        case 32: NAME##_fixed(out, row, ptr, src, w, n_in, 32); return;                 \
-        case 64: NAME##_fixed(out, row, ptr, src, w, n_in, 64); return;                 \
+        case 8: NAME##_fixed(out, row, ptr, src, w, n_in, 8, stream); return;           \
+        case 16: NAME##_fixed(out, row, ptr, src, w, n_in, 16, stream); return;         \
+        case 32: NAME##_fixed(out, row, ptr, src, w, n_in, 32, stream); return;         \
+        case 64: NAME##_fixed(out, row, ptr, src, w, n_in, 64, stream); return;         \
         }                                                                               \
         if (v % TB_LANES_##S == 0)                                                      \
-            NAME##_vector(out, row, ptr, src, w, n_in, v);                              \
+            NAME##_vector(out, row, ptr, src, w, n_in, v, stream);                      \
         else                                                                            \
             NAME##_scalar(out, row, ptr, src, w, n_in, v);                              \
     }
@@ -170,8 +192,24 @@ TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64_scalar, double)
 TB_DEFINE_W_CHANNELS_VECTOR(tb_w_channels_f32, float, f32)
 TB_DEFINE_W_CHANNELS_VECTOR(tb_w_channels_f64, double, f64)
 #else
-TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f32, float)
-TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64, double)
+TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f32_scalar, float)
+TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64_scalar, double)
+static inline void tb_w_channels_f32(float *restrict out, const float *restrict row,
+                                     const int64_t *restrict ptr, const int64_t *restrict src,
+                                     const float *restrict w, int64_t n_in, int64_t v,
+                                     int stream)
+{
+    (void)stream;
+    tb_w_channels_f32_scalar(out, row, ptr, src, w, n_in, v);
+}
+static inline void tb_w_channels_f64(double *restrict out, const double *restrict row,
+                                     const int64_t *restrict ptr, const int64_t *restrict src,
+                                     const double *restrict w, int64_t n_in, int64_t v,
+                                     int stream)
+{
+    (void)stream;
+    tb_w_channels_f64_scalar(out, row, ptr, src, w, n_in, v);
+}
 #endif
 
 

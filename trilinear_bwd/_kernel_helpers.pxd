@@ -34,10 +34,10 @@ cdef extern from "_convert.h" nogil:
 cdef extern from "_axpy.h" nogil:
     void tb_w_channels_f32(float* out, const float* row, const int64_t* ptr,
                            const int64_t* src, const float* w, int64_t n_in,
-                           int64_t v) noexcept
+                           int64_t v, int stream) noexcept
     void tb_w_channels_f64(double* out, const double* row, const int64_t* ptr,
                            const int64_t* src, const double* w, int64_t n_in,
-                           int64_t v) noexcept
+                           int64_t v, int stream) noexcept
     void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
                             int64_t stride, const int64_t* ptr, const int64_t* src,
                             const float* w, int64_t n_rows, int64_t n, int prefetch) noexcept
@@ -124,7 +124,7 @@ ctypedef struct Problem:
     bint plane_run         # rows are read in place and each grad_out plane is one run
     bint stream            # grad_input rows are unit-stride and written with streaming stores
     bint out_direct        # the W pass writes grad_input rows in place (accumulation type,
-                           # unit stride; streamed only by the channels-first gather)
+                           # unit stride), with streaming stores if ``stream``
     int64_t nb2            # slice b is (b // nb2, b % nb2)
     int64_t n_items        # slices * groups of input planes: the units of parallel work
     int64_t group          # input planes per item: 1, or 2 in channels-last mode
@@ -285,7 +285,7 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
     # room for 16 elements after it).  With C channels per position it is an
     # axpy over C contiguous channels per term; with one (channels-first) it
     # is a gather along the row over the padded table, 8 output points at a
-    # time where AVX2 exists, optionally with streaming stores.
+    # time where AVX2 exists.  Either way optionally with streaming stores.
     cdef const floating* w = <const floating*> ax.weight
     cdef const floating* pw = <const floating*> ax.padded_weight
     cdef const int32_t* ps = ax.padded_src
@@ -297,6 +297,6 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
         else:
             tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width, stream)
     elif floating is float:
-        tb_w_channels_f32(out, row, ax.ptr, ax.src, w, ax.n_in, v)
+        tb_w_channels_f32(out, row, ax.ptr, ax.src, w, ax.n_in, v, stream)
     else:
-        tb_w_channels_f64(out, row, ax.ptr, ax.src, w, ax.n_in, v)
+        tb_w_channels_f64(out, row, ax.ptr, ax.src, w, ax.n_in, v, stream)

@@ -171,8 +171,10 @@ def make_plan(args, n_threads):
     unit_rows = gin[4][0] == 1 and gin[4][3] == 1
     stream = unit_rows and gi.nbytes >= STREAM_BYTES
     # float32/float64 rows are written in place by the W pass; when streamed,
-    # only by the channels-first gather, which can issue streaming stores.
-    out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1)
+    # only where it can issue the streaming stores itself: the channels-first
+    # gather, and channels-last rows whose C fills whole vectors (_axpy.h).
+    out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1
+                                                               or v % 8 == 0)
 
     tables = [
         axis_table(i, o, args.align_corners, s, acc, sentinel=sentinel)
