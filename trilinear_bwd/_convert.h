@@ -120,62 +120,94 @@ static inline void tb_float_to_half_n(uint16_t *restrict dst, const float *restr
 }
 
 /*
- * acc = (first ? 0 : acc) + w * widen(x), and the two-term form
- * acc = ((first ? 0 : acc) + w0 * widen(x0)) + w1 * widen(x1): the D pass
- * reading 16-bit grad_out rows in place.  Same roundings in the same order as
- * the float32 axpy of _kernel_helpers.pxd (widening is exact).
+ * The D pass reading 16-bit grad_out rows in place: acc[k] is the sum over
+ * the terms ptr[0] <= t < ptr[1] of w[t] * widen(rows[src[t] * stride + k]),
+ * as tb_reduce_rows does for float32 (widening is exact, so the roundings and
+ * their order are the same): each vector of acc summed over up to 8 terms
+ * in a register, rows prefetched ahead.  BF16 is a compile-time constant in
+ * each copy, so the widening is chosen once.
  */
-#define TB_AXPY_BODY(WIDEN)                                                          \
-    for (; k < n; ++k)                                                               \
-        acc[k] = (first ? 0.0f : acc[k]) + w0 * WIDEN(x0[k]);
-#define TB_AXPY2_BODY(WIDEN)                                                         \
-    for (; k < n; ++k)                                                               \
-        acc[k] = ((first ? 0.0f : acc[k]) + w0 * WIDEN(x0[k])) + w1 * WIDEN(x1[k]);
+#define TB_HALF_GROUP 8
 
-static inline void tb_axpy_f16(float *restrict acc, float w0, const uint16_t *restrict x0,
-                               int64_t n, int first)
+TB_ALWAYS_INLINE float tb_widen1(uint16_t h, int bf16)
+{
+    return bf16 ? tb_bf16_to_float(h) : tb_half_to_float(h);
+}
+
+#if TB_HAVE_F16C && defined(__AVX2__)
+TB_ALWAYS_INLINE __m256 tb_widen8(const uint16_t *p, int bf16)
+{
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                : _mm256_cvtph_ps(h);
+}
+#endif
+
+TB_ALWAYS_INLINE void tb_sum_half_rows(float *restrict acc, const uint16_t *const *x,
+                                       const float *restrict w, int64_t m, int64_t n,
+                                       int first, int bf16)
 {
     int64_t k = 0;
-#if TB_HAVE_F16C
-    const __m256 vw = _mm256_set1_ps(w0);
+#if TB_HAVE_F16C && defined(__AVX2__)
+    __m256 wv[TB_HALF_GROUP];
+    for (int64_t j = 0; j < m; ++j)
+        wv[j] = _mm256_set1_ps(w[j]);
     for (; k + 8 <= n; k += 8) {
         __m256 a = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + k);
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x0 + k)));
-        _mm256_storeu_ps(acc + k, _mm256_add_ps(a, _mm256_mul_ps(vw, x)));
+        for (int64_t j = 0; j < m; ++j) {
+            _mm_prefetch((const char *)(x[j] + k) + 512, _MM_HINT_T0);
+            a = _mm256_add_ps(a, _mm256_mul_ps(wv[j], tb_widen8(x[j] + k, bf16)));
+        }
+        _mm256_storeu_ps(acc + k, a);
     }
 #endif
-    TB_AXPY_BODY(tb_half_to_float)
-}
-
-static inline void tb_axpy2_f16(float *restrict acc, float w0, const uint16_t *restrict x0,
-                                float w1, const uint16_t *restrict x1, int64_t n, int first)
-{
-    int64_t k = 0;
-#if TB_HAVE_F16C
-    const __m256 v0 = _mm256_set1_ps(w0), v1 = _mm256_set1_ps(w1);
-    for (; k + 8 <= n; k += 8) {
-        __m256 a = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + k);
-        __m256 y0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x0 + k)));
-        __m256 y1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x1 + k)));
-        a = _mm256_add_ps(a, _mm256_mul_ps(v0, y0));
-        _mm256_storeu_ps(acc + k, _mm256_add_ps(a, _mm256_mul_ps(v1, y1)));
+    for (; k < n; ++k) {
+        float a = first ? 0.0f : acc[k];
+        for (int64_t j = 0; j < m; ++j)
+            a = a + w[j] * tb_widen1(x[j][k], bf16);
+        acc[k] = a;
     }
-#endif
-    TB_AXPY2_BODY(tb_half_to_float)
 }
 
-static inline void tb_axpy_bf16(float *restrict acc, float w0, const uint16_t *restrict x0,
-                                int64_t n, int first)
+TB_ALWAYS_INLINE void tb_reduce_half_row_body(float *restrict acc, const uint16_t *rows,
+                                              int64_t stride, const int64_t *restrict ptr,
+                                              const int64_t *restrict src,
+                                              const float *restrict w, int64_t n, int bf16)
 {
-    int64_t k = 0;
-    TB_AXPY_BODY(tb_bf16_to_float)
+    const uint16_t *x[TB_HALF_GROUP];
+    const int64_t t0 = ptr[0], t1 = ptr[1];
+    if (t0 == t1)
+        for (int64_t k = 0; k < n; ++k)
+            acc[k] = 0.0f;
+    for (int64_t t = t0; t < t1;) {
+        const int64_t m = t1 - t < TB_HALF_GROUP ? t1 - t : TB_HALF_GROUP;
+        for (int64_t j = 0; j < m; ++j)
+            x[j] = rows + src[t + j] * stride;
+        switch (m) {
+#define TB_HALF_TERMS(M)                                                                    \
+        case M: tb_sum_half_rows(acc, x, w + t, M, n, t == t0, bf16); break;
+        TB_HALF_TERMS(1)
+        TB_HALF_TERMS(2)
+        TB_HALF_TERMS(3)
+        TB_HALF_TERMS(4)
+        TB_HALF_TERMS(5)
+        TB_HALF_TERMS(6)
+        TB_HALF_TERMS(7)
+#undef TB_HALF_TERMS
+        default: tb_sum_half_rows(acc, x, w + t, TB_HALF_GROUP, n, t == t0, bf16);
+        }
+        t += m;
+    }
 }
 
-static inline void tb_axpy2_bf16(float *restrict acc, float w0, const uint16_t *restrict x0,
-                                 float w1, const uint16_t *restrict x1, int64_t n, int first)
+static inline void tb_reduce_half_row(float *restrict acc, const uint16_t *rows, int64_t stride,
+                                      const int64_t *restrict ptr, const int64_t *restrict src,
+                                      const float *restrict w, int64_t n, int bf16)
 {
-    int64_t k = 0;
-    TB_AXPY2_BODY(tb_bf16_to_float)
+    if (bf16)
+        tb_reduce_half_row_body(acc, rows, stride, ptr, src, w, n, 1);
+    else
+        tb_reduce_half_row_body(acc, rows, stride, ptr, src, w, n, 0);
 }
 
 /* 1 when this translation unit was compiled with the F16C fast path. */

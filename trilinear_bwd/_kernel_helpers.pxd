@@ -23,12 +23,9 @@ cdef extern from "_convert.h" nogil:
     uint16_t tb_float_to_half_soft(float f) noexcept
     void tb_half_to_float_n(float* dst, const uint16_t* src, int64_t n) noexcept
     void tb_float_to_half_n(uint16_t* dst, const float* src, int64_t n) noexcept
-    void tb_axpy_f16(float* acc, float w0, const uint16_t* x0, int64_t n, int first) noexcept
-    void tb_axpy2_f16(float* acc, float w0, const uint16_t* x0, float w1, const uint16_t* x1,
-                      int64_t n, int first) noexcept
-    void tb_axpy_bf16(float* acc, float w0, const uint16_t* x0, int64_t n, int first) noexcept
-    void tb_axpy2_bf16(float* acc, float w0, const uint16_t* x0, float w1, const uint16_t* x1,
-                       int64_t n, int first) noexcept
+    void tb_reduce_half_row(float* acc, const uint16_t* rows, int64_t stride,
+                            const int64_t* ptr, const int64_t* src, const float* w,
+                            int64_t n, int bf16) noexcept
     int tb_have_f16c() noexcept
 
 cdef extern from "_axpy.h" nogil:

@@ -14,6 +14,7 @@ from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
     DT_FLOAT64,
+    READ_BFLOAT16,
     READ_CONVERT,
     READ_FLOAT16,
     READ_IN_PLACE,
@@ -31,10 +32,7 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_float_to_half_soft,
     tb_half_to_float,
     tb_half_to_float_soft,
-    tb_axpy2_bf16,
-    tb_axpy2_f16,
-    tb_axpy_bf16,
-    tb_axpy_f16,
+    tb_reduce_half_row,
     tb_have_f16c,
     tb_store_fence,
     w_pass,
@@ -57,38 +55,28 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* p
     cdef int64_t t0 = ptr[0], t1 = ptr[1]
     cdef int64_t t = t0
     cdef int64_t o0, o1
-    cdef bint pair, first
-    cdef const floating* x = <const floating*> gout
-    cdef const uint16_t* u16 = <const uint16_t*> gout
+    cdef bint pair
     if p.read_mode == READ_IN_PLACE:
-        reduce_rows(acc, 0, x + base, stride, ptr, src, w, 1, n, True)
+        reduce_rows(acc, 0, (<const floating*> gout) + base, stride, ptr, src, w, 1, n, True)
         return
+    if floating is float:
+        if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16:
+            tb_reduce_half_row(acc, (<const uint16_t*> gout) + base, stride, ptr, src, w, n,
+                               p.read_mode == READ_BFLOAT16)
+            return
+    # READ_CONVERT: two rows at a time gathered into ``conv`` first.
     if t0 == t1:
         fill_zero(acc, n)
     while t < t1:
         pair = t + 1 < t1
-        first = t == t0
         o0 = base + src[t] * stride
         o1 = base + src[t + 1] * stride if pair else o0
-        if p.read_mode == READ_CONVERT:
-            load_row(conv, gout, o0, &p.gout.row, p.dtype)
-            if pair:
-                load_row(conv + n, gout, o1, &p.gout.row, p.dtype)
-            x, o0, o1 = conv, 0, n
-        if p.read_mode == READ_CONVERT:
-            if pair:
-                axpy2(acc, w[t], x + o0, w[t + 1], x + o1, n, first)
-            else:
-                axpy(acc, w[t], x + o0, n, first)
-        elif floating is float:
-            if p.read_mode == READ_FLOAT16 and pair:
-                tb_axpy2_f16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, first)
-            elif p.read_mode == READ_FLOAT16:
-                tb_axpy_f16(acc, w[t], u16 + o0, n, first)
-            elif pair:
-                tb_axpy2_bf16(acc, w[t], u16 + o0, w[t + 1], u16 + o1, n, first)
-            else:
-                tb_axpy_bf16(acc, w[t], u16 + o0, n, first)
+        load_row(conv, gout, o0, &p.gout.row, p.dtype)
+        if pair:
+            load_row(conv + n, gout, o1, &p.gout.row, p.dtype)
+            axpy2(acc, w[t], conv, w[t + 1], conv + n, n, t == t0)
+        else:
+            axpy(acc, w[t], conv, n, t == t0)
         t += 2
 
 
