@@ -1,11 +1,12 @@
 # The backward kernel, compiled once per instruction-set variant: see
 # _kernels_baseline.pyx and _kernels_avx2.pyx, which only include this file.
 #
-# Work is split into items (slice b, input plane a).  An item reads the
-# grad_out planes that feed plane a, reduces them over D (vectorised along the
-# contiguous row), then each H row, then W, and writes grad_input plane a of
-# slice b once.  Items share nothing but read-only input, so any static
-# split across threads - over slices, or inside one slice when there are few -
+# Work is split into items (slice b, input plane a), or (slice b, planes a
+# and a + 1) in channels-last mode.  An item reads the grad_out planes that
+# feed its planes, reduces them over D (vectorised along the contiguous row),
+# then each H row, then W, and writes each of its grad_input planes of slice
+# b once.  Items share nothing but read-only input, so any static split
+# across threads - over slices, or inside one slice when there are few -
 # computes every value with the same operations in the same order.
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint16_t, uintptr_t
@@ -121,11 +122,11 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
         # comes up, into a ring of p.ring rows per plane (H reads rows in
         # non-decreasing order), so D, H and W all work in L1 and the output
         # stores are spread over the plane rather than bunched after a D
-        # sweep of it.  The group's planes take turns row by row: neighbouring
+        # sweep of it.  The item's planes take turns row by row: neighbouring
         # input planes read mostly the same grad_out rows, which the second
-        # then finds in cache, where a plane's whole share of grad_out (a few
-        # 100 KB per grad_out plane here) would have left L2 before the next
-        # plane came to it.
+        # then finds in cache, where a plane's whole share of grad_out (512 KB
+        # per grad_out plane at 2x with 32 channels) would have left L2
+        # before the next item came to it.
         for g in range(n_planes):
             done[g] = -1
         for row in range(p.ih):
@@ -242,6 +243,8 @@ cdef class KernelPlan:
         self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         self.p.id = spec["id"]
         self.p.group = spec["group"]
+        if not 1 <= self.p.group <= MAX_GROUP:  # a plan/kernel mismatch, not user input
+            raise ValueError(f"group must be 1..{MAX_GROUP}, got {self.p.group}")
         self.p.ih = spec["ih"]
         self.p.v = spec["v"]
         self.p.L = spec["L"]

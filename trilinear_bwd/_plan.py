@@ -20,8 +20,9 @@ One slot per thread, each region starting on a 64-byte line, in the
 accumulation type (float32, or float64 for float64 data):
 
 * ``acc_d``: rows of grad_out summed over D for the plane in progress: all
-  oH of them in channels-first mode; in channels-last mode, a ring of the
-  few rows the H pass still needs (``ring`` rows, see :func:`ring_rows`);
+  oH of them in channels-first mode; in channels-last mode, for each plane
+  of the item, a ring of the few rows the H pass still needs (``ring``
+  rows, see :func:`ring_rows`);
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
   sentinel and 16 spare elements that the W gather reads past its end; one
   row in channels-last mode, where each row is reduced over W at once);
@@ -48,9 +49,9 @@ READ_IN_PLACE, READ_FLOAT16, READ_BFLOAT16, READ_CONVERT = 0, 1, 2, 3
 # grad_input of this many bytes or more is written with streaming stores
 # (see _store.h and docs/design.md for the measurement behind the number).
 STREAM_BYTES = 16 * 2**20
-# Input planes per channels-last work item (at most MAX_GROUP in _kernels.pxi):
-# measured with 2 threads, 2 reads less of grad_out from memory than 1 (cold
-# unet-x2 NDHWC 4.6 against 5.0 ms) and better balanced than 4.
+# Input planes per channels-last work item (at most MAX_GROUP in _kernels.pxi).
+# A pair shares most of its grad_out reads (cold, 2 threads: unet-x2 NDHWC
+# 4.6 ms against 5.0 with one plane per item); four balance worse.
 CHANNELS_LAST_GROUP = 2
 
 
@@ -75,11 +76,11 @@ def ring_rows(ptr, src):
     """Rows of the D-summed ring that a channels-last plane needs.
 
     The channels-last kernel sums a grad_out row over D only when the first
-    H row that uses it comes up, and keeps it in slot ``y % ring`` of a ring
-    until no later H row can use it.  H row ``r`` uses rows ``src[ptr[r]]``
-    to ``src[ptr[r+1] - 1]`` (non-decreasing within a row and from row to
-    row); this is the most rows ever live at once, computed by walking the
-    same schedule the kernel follows.
+    H row that uses it comes up, and keeps it in slot ``y % ring`` of a ring.
+    H row ``r`` uses rows ``src[ptr[r]]`` to ``src[ptr[r+1] - 1]``, and by
+    then every row up to the highest any H row so far has used is summed;
+    the ring must span from the lowest row ``r`` uses to that highest one,
+    for every ``r``.  ``tests/test_kernel.py`` replays the schedule.
 
     Parameters
     ----------
