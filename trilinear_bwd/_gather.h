@@ -102,7 +102,7 @@ TB_ALWAYS_INLINE void tb_gather_f32_body(float *restrict out, const float *restr
     }
 }
 
-/* The common widths (1 to 4 terms per point) get copies with the width known
+/* The common widths (1 to 8 terms per point) get copies with the width known
  * to the compiler, which then unrolls the loops over terms. */
 static inline void tb_gather_f32(float *restrict out, const float *restrict row,
                                  const float *restrict weight, const int32_t *restrict src,

@@ -6,15 +6,16 @@ and, if installed, ``torch.ops.aten.upsample_trilinear3d_backward`` on the same
 data in the same process: a warm-up, then rounds in which every contender runs
 once, in turn, and the median per contender.  By default every timed call
 starts from caches that hold none of its data (``cache="cold"``: a buffer
-larger than the last-level cache is read first), the state of a
-training step in which other operators ran in between; ``--cache warm``
-instead runs each contender once, untimed, right before its timed call.  It measures the machine's copy
-bandwidth in the same run (a large ``np.copyto``, counted as bytes read plus
-bytes written: once on one thread, the "plain copy" that defines the limit,
-and once split over as many threads as the kernel uses) and reports, per case, the time, the speedup over torch, the
-speedup from one thread to all, and the percentage of the bandwidth limit
-``(bytes(grad_out) + bytes(grad_input)) / bandwidth`` that was reached, against
-both copies.
+larger than the last-level cache is read first), the state of a training
+step in which other operators ran in between; ``--cache warm`` instead runs
+each contender once, untimed, right before its timed call.  It measures the
+machine's copy bandwidth in the same run (a large ``np.copyto``, counted as
+bytes read plus bytes written: once on one thread, the "plain copy" that
+defines the limit, and once split over as many threads as the kernel uses)
+and reports, per case, the time, the speedup over torch, the speedup from
+one thread to all, and the percentage of the bandwidth limit
+``(bytes(grad_out) + bytes(grad_input)) / bandwidth`` that was reached,
+against both copies.
 
 Timing is not a test: the numbers depend on the machine and on what else runs
 on it.  Compare ratios measured side by side in one run.
