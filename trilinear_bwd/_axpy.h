@@ -108,8 +108,9 @@ typedef __m128d tb_vec_f64;
 #define TB_DEFINE_W_CHANNELS_SCALAR(NAME, T)                                            \
     static inline void NAME(T *restrict out, const T *restrict row,                    \
                             const int64_t *restrict ptr, const int64_t *restrict src,  \
-                            const T *restrict w, int64_t n_in, int64_t v)              \
+                            const T *restrict w, int64_t n_in, int64_t v, int stream)  \
     {                                                                                   \
+        (void)stream;                                                                   \
         for (int64_t i = 0; i < n_in; ++i) {                                            \
             T *restrict acc = out + i * v;                                              \
             for (int64_t k = 0; k < v; ++k)                                             \
@@ -183,33 +184,18 @@ typedef __m128d tb_vec_f64;
         if (v % TB_LANES_##S == 0)                                                      \
             NAME##_vector(out, row, ptr, src, w, n_in, v, stream);                      \
         else                                                                            \
-            NAME##_scalar(out, row, ptr, src, w, n_in, v);                              \
+            NAME##_scalar(out, row, ptr, src, w, n_in, v, 0);                           \
     }
 
-#if defined(TB_LANES_f32)
 TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f32_scalar, float)
 TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64_scalar, double)
+#if defined(TB_LANES_f32)
 TB_DEFINE_W_CHANNELS_VECTOR(tb_w_channels_f32, float, f32)
 TB_DEFINE_W_CHANNELS_VECTOR(tb_w_channels_f64, double, f64)
 #else
-TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f32_scalar, float)
-TB_DEFINE_W_CHANNELS_SCALAR(tb_w_channels_f64_scalar, double)
-static inline void tb_w_channels_f32(float *restrict out, const float *restrict row,
-                                     const int64_t *restrict ptr, const int64_t *restrict src,
-                                     const float *restrict w, int64_t n_in, int64_t v,
-                                     int stream)
-{
-    (void)stream;
-    tb_w_channels_f32_scalar(out, row, ptr, src, w, n_in, v);
-}
-static inline void tb_w_channels_f64(double *restrict out, const double *restrict row,
-                                     const int64_t *restrict ptr, const int64_t *restrict src,
-                                     const double *restrict w, int64_t n_in, int64_t v,
-                                     int stream)
-{
-    (void)stream;
-    tb_w_channels_f64_scalar(out, row, ptr, src, w, n_in, v);
-}
+/* Without vectors, the scalar loops (which write with ordinary stores). */
+#define tb_w_channels_f32 tb_w_channels_f32_scalar
+#define tb_w_channels_f64 tb_w_channels_f64_scalar
 #endif
 
 
@@ -249,7 +235,7 @@ static inline void tb_w_channels_f64(double *restrict out, const double *restric
     for (; k + TB_LANES_##S <= n; k += TB_LANES_##S)                                    \
         TB_SUM_ROWS_STEP(S)
 #else
-#define TB_SUM_ROWS_VECTOR(S)
+#define TB_SUM_ROWS_VECTOR(S) (void)prefetch;
 #endif
 
 #define TB_DEFINE_SUM_ROWS(NAME, T, S)                                                  \
