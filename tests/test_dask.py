@@ -55,14 +55,15 @@ def assert_within_chunked_bound(result, g, input_size, align_corners, scales, ch
     Each partial carries the kernel's error on its own terms; adding P
     partials adds at most (P - 1) u |B|(|grad_out|) (docs/dask.md).
     """
-    exact = reference.backward(g.astype(np.float64), input_size, align_corners, scales)
+    opmath = reference.opmath_of(result.dtype)
+    exact = reference.backward(g.astype(np.float64), input_size, align_corners, scales, opmath)
     bound = reference.error_bound(g, input_size, align_corners, scales, result.dtype)
     parts = math.prod(
         coverage(input_size[2 + k], g.shape[2 + k], align_corners, scales[k], chunks[2 + k])
         for k in range(3))
     u = np.finfo(np.float64 if result.dtype == np.float64 else np.float32).eps / 2
     bound = bound + (parts - 1) * u * reference.backward(
-        np.abs(g.astype(np.float64)), input_size, align_corners, scales)
+        np.abs(g.astype(np.float64)), input_size, align_corners, scales, opmath)
     err = np.abs(result.astype(np.float64) - exact)
     assert np.all(err <= bound), (
         f"{np.sum(~(err <= bound))} elements outside the bound; worst excess "

@@ -7,15 +7,10 @@ import numpy as np
 from ._executor import Executor, alloc_workspace
 from ._plan import is_channels_last
 from ._status import InternalError, NullArgumentError
-from ._validate import as_array, invalid, validate
+from ._validate import as_array, as_sequence, invalid, validate
 
-def _spatial(value, name):
-    if value is None:
-        return None
-    try:
-        return tuple(value)
-    except Exception:  # noqa: BLE001 - hardening: whatever iteration raises is a bad argument
-        raise invalid(f"{name} must be a sequence, got {type(value).__name__}") from None
+def _spatial(value, name, what):
+    return None if value is None else tuple(as_sequence(value, name, what))
 
 
 def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_corners=False,
@@ -78,23 +73,21 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     # are often misaligned; the kernel needs aligned elements, so copy.
     misaligned = not grad_out.flags.aligned or any(
         st % grad_out.itemsize for st in grad_out.strides)
-    input_size = _spatial(input_size, "inputSize")
+    input_size = _spatial(input_size, "inputSize", "integers")
     if len(input_size) == 3 and grad_out.ndim == 5:
         input_size = tuple(grad_out.shape[:2]) + input_size
     if output_size is None:
         output_size = tuple(grad_out.shape[2:])
-    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales")
+    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
     if len(scales) != 3:
         raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
 
-    # The copy comes after validation, so that a call breaking a
-    # rule (a limit above all: a zero-stride view can describe 60 GiB)
-    # allocates nothing.  The copy is private, so an aligned stand-in of the
-    # same shape and dtype is what needs validating.
-    checked = np.broadcast_to(np.zeros((), grad_out.dtype), grad_out.shape) if misaligned \
-        else grad_out
-    args = validate(checked, output_size, input_size, align_corners, *scales, out,
-                    allocate=out is None)
+    # Every rule, overlap with ``out`` included, is checked on the caller's
+    # own array; only then is a misaligned one copied, so that a call that
+    # breaks a rule (a limit above all: a zero-stride view can describe
+    # 60 GiB) allocates nothing.
+    args = validate(grad_out, output_size, input_size, align_corners, *scales, out,
+                    allocate=out is None, misaligned_ok=misaligned)
     if misaligned:
         try:
             args = dataclasses.replace(args, grad_out=grad_out.copy())

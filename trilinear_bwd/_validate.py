@@ -7,12 +7,15 @@ call is found here, before any memory is written.  Messages use the operator's
 
 import math
 import numbers
+import operator
 import sys
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._status import InvalidArgumentError, NullArgumentError
+from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
 MAX_DIM = 2**20
 MAX_BYTES = 60 * 2**30
@@ -44,6 +47,10 @@ class Arguments:
     align_corners : bool
     scales : tuple of float
         ``(scales_d, scales_h, scales_w)``; 0.0 where not given.
+    tensors : tuple of TensorBinding
+        The PyTorch tensors behind ``grad_out`` / ``grad_input``, if any:
+        checked before every run (their memory must not have moved) and,
+        for ``grad_input``, marked as written after it.
     """
 
     grad_out: np.ndarray
@@ -52,6 +59,7 @@ class Arguments:
     input_size: tuple
     align_corners: bool
     scales: tuple
+    tensors: tuple = ()
 
     @property
     def dtype_code(self):
@@ -67,6 +75,74 @@ class Arguments:
 def invalid(message):
     """Return a 161002 error with ``message``."""
     return InvalidArgumentError(message)
+
+
+def describe(value):
+    """``repr(value)`` for a message, or its type name if ``repr`` itself fails."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not escape either
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def as_int(value, name):
+    """Return ``value`` as a Python int, or raise 161002.
+
+    Booleans and non-integral numbers (3.0 included) are refused; so is an
+    ``Integral`` whose conversion raises: every failure is a 161002, never a
+    stray ``TypeError`` or ``ValueError``.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise invalid(f"{name} must be an integer, got {describe(value)}")
+    try:
+        return operator.index(value)
+    except Exception:  # noqa: BLE001 - whatever the object's __index__ raises
+        try:
+            return int(value)
+        except Exception:  # noqa: BLE001
+            raise invalid(
+                f"{name} must be an integer, got a {type(value).__name__} that cannot be "
+                "converted to int"
+            ) from None
+
+
+def as_real(value, name):
+    """Return ``value`` as a finite Python float, or raise 161002 (bools refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise invalid(f"{name} must be a real number, got {describe(value)}")
+    # float() of a huge integer (10**400) raises OverflowError; a foreign
+    # Real's __float__ may raise anything.
+    try:
+        value = float(value)
+    except Exception:  # noqa: BLE001
+        raise invalid(f"{name} must be a finite real number, got {describe(value)}") from None
+    if not math.isfinite(value):
+        raise invalid(f"{name} must be finite, got {value}")
+    return value
+
+
+def as_sequence(value, name, what):
+    """Return the items of an ordered sequence as a list, or raise 161002.
+
+    Sets, dicts, strings, iterators and other unordered or non-sequence
+    containers are refused (PyTorch refuses them too); NumPy arrays of one
+    axis are accepted.
+    """
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise invalid(f"{name} must be a sequence of {what}, got a {value.ndim}-D array")
+        return value.tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise invalid(
+            f"{name} must be a sequence of {what} (a list or tuple), got {type(value).__name__}"
+        )
+    try:
+        return list(value)
+    except Exception:  # noqa: BLE001 - whatever the object's iteration raises
+        raise invalid(f"{name} must be a sequence of {what}, got {type(value).__name__}") from None
 
 
 # Arrays the library writes: importing them must never copy, or the result
@@ -155,20 +231,31 @@ def _from_dlpack(obj, name, what=None):
         ) from None
 
 
+_TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
+
+
 def _from_torch(torch, tensor, name):
     """View a PyTorch tensor's memory as a NumPy array, without copying.
 
     Handled here rather than by plain DLPack because a tensor that requires
     grad refuses to export itself (its memory is still readable: ``detach``
-    shares it), and NumPy cannot import bfloat16 through DLPack: the bits are
-    imported as int16 and viewed as ``ml_dtypes.bfloat16``.
+    shares it), NumPy cannot import bfloat16 through DLPack (the bits are
+    imported as int16 and viewed as ``ml_dtypes.bfloat16``), and DLPack
+    carries only memory: whatever else a tensor says about its values is lost
+    on the way.  So every tensor state that DLPack cannot carry is resolved
+    or refused here (``docs/reliability.md``): lazy negation and conjugation
+    bits are refused, an efficient zero tensor reads as zeros (and is refused
+    as an output), an inference tensor is written only in inference mode, and
+    the imported memory must be the tensor's own (a fake or functional
+    tensor has none).
     """
     if tensor.device.type != "cpu":
         raise invalid(f"{name} must live in CPU memory, got a torch tensor on {tensor.device}")
     if tensor.layout != torch.strided:
         raise invalid(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+    written = name in _WRITTEN
     if tensor.requires_grad:
-        if name in _WRITTEN and torch.is_grad_enabled():
+        if written and torch.is_grad_enabled():
             # PyTorch's own rule for out= tensors: writing into a tensor that
             # autograd tracks would silently corrupt its graph.
             raise invalid(
@@ -176,49 +263,134 @@ def _from_torch(torch, tensor, name):
                 "is enabled; pass tensor.detach() or call under torch.no_grad()"
             )
         tensor = tensor.detach()
-    what = f" (a torch.{str(tensor.dtype).rpartition('.')[2]} tensor)"
+    if tensor.is_neg() or tensor.is_conj():
+        bit = "negative" if tensor.is_neg() else "conjugate"
+        raise invalid(
+            f"{name} is a torch tensor with the {bit} bit set (a lazy view whose values "
+            f"differ from its memory, which DLPack cannot carry); pass "
+            f"tensor.resolve_{'neg' if bit == 'negative' else 'conj'}() instead"
+        )
+    if written and tensor.is_inference() and not torch.is_inference_mode_enabled():
+        # PyTorch refuses in-place updates of inference tensors outside it.
+        raise invalid(
+            f"{name} is an inference tensor, which may be written only inside "
+            "torch.inference_mode(); pass a normal tensor (tensor.clone())"
+        )
+    dtype_name = str(tensor.dtype).rpartition(".")[2]
+    if tensor._is_zerotensor():
+        if written:
+            raise invalid(f"{name} is a torch zero tensor, which has no memory to write into")
+        if dtype_name == "bfloat16":
+            import ml_dtypes
+
+            dtype = ml_dtypes.bfloat16
+        elif dtype_name in _TORCH_TO_NUMPY:
+            dtype = _TORCH_TO_NUMPY[dtype_name]
+        else:
+            raise invalid(
+                f"{name} dtype must be float32, float64, float16 or bfloat16, got {tensor.dtype}"
+            )
+        return np.broadcast_to(np.zeros((), dtype), tuple(tensor.shape))
+    address = _tensor_address(torch, tensor, name)
+    what = f" (a torch.{dtype_name} tensor)"
     if tensor.dtype == torch.bfloat16:
         import ml_dtypes
 
-        return _from_dlpack(tensor.view(torch.int16), name, what).view(ml_dtypes.bfloat16)
-    return _from_dlpack(tensor, name, what)
+        arr = _from_dlpack(tensor.view(torch.int16), name, what).view(ml_dtypes.bfloat16)
+    else:
+        arr = _from_dlpack(tensor, name, what)
+    if arr.size and arr.ctypes.data != address:
+        raise invalid(
+            f"{name}{what} could not be imported in place: DLPack handed over other memory "
+            "than the tensor's (a tensor subclass without real storage?)"
+        )
+    return arr
+
+
+def _tensor_address(torch, tensor, name):
+    """The tensor's data pointer, or 161002 if it has no real memory."""
+    if type(tensor) in (torch.Tensor, torch.nn.Parameter):
+        address = tensor.data_ptr()
+    else:
+        # Subclasses (fake, functional, user-defined) may warn or raise here.
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                address = tensor.data_ptr()
+        except Exception as exc:  # noqa: BLE001
+            raise invalid(
+                f"{name} ({type(tensor).__name__}) has no memory that can be read: {exc}"
+            ) from None
+    if address == 0 and tensor.numel():
+        raise invalid(
+            f"{name} ({type(tensor).__name__}) has no memory (its data pointer is null): "
+            "a fake, meta or zero tensor cannot be read or written in place"
+        )
+    return address
+
+
+@dataclass(frozen=True)
+class TensorBinding:
+    """A PyTorch tensor that a checked array views.
+
+    Attributes
+    ----------
+    name : str
+        ``"gradOut"`` or ``"gradInput"``.
+    tensor : torch.Tensor
+        The caller's tensor.
+    address : int
+        Its data pointer when it was bound.
+    """
+
+    name: str
+    tensor: object
+    address: int
+
+    def check(self):
+        """Raise 361001 if the tensor's memory moved since it was bound (``resize_``, ``set_``)."""
+        try:
+            moved = self.tensor.data_ptr() != self.address
+        except Exception:  # noqa: BLE001 - treat an unreadable pointer as moved
+            moved = True
+        if moved:
+            raise ExecutionError(
+                f"{self.name}'s torch tensor no longer uses the memory it had when it was "
+                "bound (resize_, set_ or a storage swap since); bind it again with "
+                "update_arrays"
+            )
+
+    def mark_written(self):
+        """Bump the tensor's version counter, as PyTorch's in-place and ``out=`` ops do."""
+        from torch.autograd.graph import increment_version
+
+        increment_version(self.tensor)
+
+
+def tensor_binding(obj, name):
+    """Return the :class:`TensorBinding` of ``obj`` if it is a torch tensor with memory, else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, getattr(torch, "Tensor", ())):
+        return None
+    try:
+        if obj._is_zerotensor():
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return TensorBinding(name, obj, obj.data_ptr())
+    except Exception:  # noqa: BLE001 - as_array refuses such a tensor with the reason
+        return None
 
 
 def _int_list(value, name, length):
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-        raise invalid(f"{name} must be a sequence of {length} integers, got {value!r}")
-    # A 0-d array has __len__ but is not iterable, and a foreign
-    # object's __len__ / __iter__ may raise anything; all of these are a bad
-    # argument (161002), never a TypeError escaping to the caller.
-    try:
-        items = list(value.tolist() if isinstance(value, np.ndarray) else value)
-    except Exception:  # noqa: BLE001 - whatever the object's iteration raises
-        raise invalid(
-            f"{name} must be a sequence of {length} integers, got {type(value).__name__}"
-        ) from None
+    items = as_sequence(value, name, f"{length} integers")
     if len(items) != length:
         raise invalid(f"{name} must have exactly {length} elements, got {len(items)}")
-    out = []
-    for k, item in enumerate(items):
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, numbers.Integral):
-            raise invalid(f"{name}[{k}] must be an integer, got {item!r}")
-        out.append(int(item))
-    return tuple(out)
+    return tuple(as_int(item, f"{name}[{k}]") for k, item in enumerate(items))
 
 
 def _scale(value, name):
-    if value is None:
-        return 0.0
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise invalid(f"{name} must be a real number, got {value!r}")
-    # float() of a huge integer (10**400) raises OverflowError.
-    try:
-        value = float(value)
-    except (OverflowError, ValueError, TypeError):
-        raise invalid(f"{name} must be finite, got {value!r}") from None
-    if not math.isfinite(value):
-        raise invalid(f"{name} must be finite, got {value}")
-    return value
+    return 0.0 if value is None else as_real(value, name)
 
 
 def _check_dtype(arr, name):
@@ -293,13 +465,16 @@ def _check_overlap(grad_out, grad_input):
 
 
 def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
-             scales_w, grad_input, *, allocate=False):
+             scales_w, grad_input, *, allocate=False, misaligned_ok=False):
     """Check a phase-one call against the operator contract.
 
     Parameters are those of ``aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize``;
     with ``allocate=True`` the call has no ``grad_input`` yet (the caller will
     allocate a fresh one), so the checks of ``grad_input`` are skipped and the
-    result's ``grad_input`` is None.
+    result's ``grad_input`` is None.  With ``misaligned_ok=True`` a
+    ``grad_out`` not aligned to its element size passes (the one call copies
+    it afterwards); every other rule, overlap with ``grad_input`` included,
+    is checked on the caller's own array.
 
     Returns
     -------
@@ -322,8 +497,11 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
         if value is None and not (allocate and name == "gradInput"):
             raise NullArgumentError(f"{name} must not be None")
 
+    bindings = (tensor_binding(grad_out, "gradOut"),
+                None if allocate else tensor_binding(grad_input, "gradInput"))
     grad_out = as_array(grad_out, "gradOut")
     grad_input = None if allocate else as_array(grad_input, "gradInput")
+    tensors = tuple(b for b in bindings if b is not None)
     _check_dtype(grad_out, "gradOut")
     if not allocate and grad_input.dtype != grad_out.dtype:
         raise invalid(
@@ -383,8 +561,10 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
             )
         scales.append(s)
 
-    _check_strides(grad_out, "gradOut")
+    if not misaligned_ok:
+        _check_strides(grad_out, "gradOut")
     if not allocate:
         _check_strides(grad_input, "gradInput")
         _check_overlap(grad_out, grad_input)
-    return Arguments(grad_out, grad_input, output_size, input_size, align_corners, tuple(scales))
+    return Arguments(grad_out, grad_input, output_size, input_size, align_corners,
+                     tuple(scales), tensors)

@@ -148,13 +148,13 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
         # Empty spatial chunks contribute nothing and have no input range.
         grad_out = grad_out.rechunk(grad_out.chunks[:2] + tuple(
             tuple(c for c in grad_out.chunks[k] if c) or grad_out.chunks[k] for k in (2, 3, 4)))
-    input_size = _spatial(input_size, "inputSize")
+    input_size = _spatial(input_size, "inputSize", "integers")
     if len(input_size) == 3:
         input_size = tuple(grad_out.shape[:2]) + input_size
     input_size = _int_list(input_size, "inputSize", 5)
     if output_size is None:
         output_size = tuple(grad_out.shape[2:])
-    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales")
+    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
     if len(scales) != 3:
         raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
     resolve_num_threads(num_threads)
@@ -238,7 +238,12 @@ class _Axis:
         self.bounds = [0]
         for c in chunks:
             self.bounds.append(self.bounds[-1] + c)
-        x0, x1, _, _ = axis_coefficients(n_in, n_out, align_corners, scale)
+        # The points of float32 and float64 data can differ by one where
+        # PyTorch's rounding decides (_tables.pytorch_zero_pattern): cover both.
+        pairs = [axis_coefficients(n_in, n_out, align_corners, scale, t)[:2]
+                 for t in (np.float32, np.float64)]
+        x0 = np.minimum(pairs[0][0], pairs[1][0])
+        x1 = np.maximum(pairs[0][1], pairs[1][1])
         # x0 and x1 never decrease along the axis, so a run of output points
         # touches exactly the input points between its first x0 and last x1.
         self.lo = [int(x0[b]) for b in self.bounds[:-1]]
@@ -270,7 +275,7 @@ def _axis_terms(n_in, n_out, align_corners, scale, start, stop, acc):
     ``acc`` as the kernel's tables are.  Zero weights are kept, as in the kernel.
     """
     x0, x1, l0, l1 = (a[start:stop] for a in axis_coefficients(n_in, n_out, align_corners,
-                                                                  scale))
+                                                                  scale, acc))
     lo = int(x0[0])
     length = int(x1[-1]) - lo + 1
     target = np.stack([x0, x1], axis=1).ravel() - lo
