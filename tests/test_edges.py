@@ -755,3 +755,16 @@ def test_12_fortran_ordered_workspace_is_one_block():
     assert ws is None or (ws.flags.f_contiguous and not ws.flags.c_contiguous)
     tb.execute(ws, size, ex)
     assert_matches_reference(gi, g, gi.shape)
+
+
+def test_10_torch_entry_conversions_are_161002(torch):
+    import trilinear_bwd.torch as tbt
+
+    g = torch.ones(1, 1, 4, 4, 4)
+    for kw in (dict(input_size=[1, 1, 2, _BadIntegral(), 2]),
+               dict(output_size=[4, _BadIntegral(), 4]),
+               dict(scales_h=_BadReal()), dict(input_size={1, 2, 3, 4, 5})):
+        args = dict(output_size=(4, 4, 4), input_size=(1, 1, 2, 2, 2), align_corners=False)
+        args.update(kw)
+        with pytest.raises(tb.InvalidArgumentError):
+            tbt.upsample_trilinear3d_backward(g, **args)

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from ._api import upsample_trilinear3d_backward as _tb_backward
 from ._status import InvalidArgumentError, NullArgumentError
+from ._validate import as_int, as_real, as_sequence
 
 __all__ = [
     "call_counts",
@@ -75,16 +76,25 @@ def _memory_format(grad_output):
 
 def _scales(scales_d, scales_h, scales_w):
     # aten's None ("not given") is this library's 0.0.
-    return tuple(0.0 if s is None else float(s) for s in (scales_d, scales_h, scales_w))
+    return tuple(0.0 if s is None else as_real(s, name)
+                 for s, name in ((scales_d, "scalesD"), (scales_h, "scalesH"),
+                                 (scales_w, "scalesW")))
 
 
 def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
          num_threads):
-    grad_input = torch.empty(
-        tuple(int(n) for n in input_size), dtype=grad_output.dtype, memory_format=memory_format
-    )
-    _tb_backward(grad_output, tuple(grad_input.shape), tuple(int(n) for n in output_size),
-                 bool(align_corners), scales, out=grad_input, num_threads=num_threads)
+    # Sizes are checked before anything is allocated (161002, never a stray
+    # TypeError from int() of a foreign object).
+    input_size = tuple(as_int(n, f"inputSize[{k}]")
+                       for k, n in enumerate(as_sequence(input_size, "inputSize", "5 integers")))
+    output_size = tuple(as_int(n, f"outputSize[{k}]") for k, n in
+                        enumerate(as_sequence(output_size, "outputSize", "3 integers")))
+    if len(input_size) != 5 or min(input_size, default=0) < 0:
+        raise InvalidArgumentError(
+            f"inputSize must be 5 non-negative integers (N, C, D, H, W), got {input_size}")
+    grad_input = torch.empty(input_size, dtype=grad_output.dtype, memory_format=memory_format)
+    _tb_backward(grad_output, input_size, output_size, bool(align_corners), scales,
+                 out=grad_input, num_threads=num_threads)
     return grad_input
 
 
