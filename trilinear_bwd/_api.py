@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 
+from . import _pool
 from ._executor import Executor, alloc_workspace
 from ._plan import is_channels_last
 from ._status import InternalError, NullArgumentError
@@ -105,9 +106,6 @@ def _new_output(grad_out, shape):
     # Running out of memory is an AclnnError (561000), not a
     # MemoryError escaping from the middle of the call.
     try:
-        if is_channels_last(grad_out):
-            n, c, d, h, w = shape
-            return np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
-        return np.empty(shape, dtype=grad_out.dtype)
+        return _pool.empty(shape, grad_out.dtype, is_channels_last(grad_out))
     except (MemoryError, ValueError) as exc:
         raise InternalError(f"could not allocate gradInput of shape {shape}: {exc}") from None
