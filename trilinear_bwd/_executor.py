@@ -17,9 +17,15 @@ import numpy as np
 from . import _dispatch, _openmp_helpers
 from ._plan import data_address, make_plan
 from ._status import ExecutionError, InternalError, InvalidArgumentError, NullArgumentError
-from ._validate import as_array, as_int, has_internal_overlap, invalid, validate
+from ._arguments import (
+    as_array,
+    checked_workspace,
+    invalid,
+    resolve_num_threads,
+    validate,
+    workspace_size_argument,
+)
 
-MAX_THREADS = 1024
 # With the default thread count, small problems use fewer threads: a thread
 # per this many bytes moved at most.  Waking a team costs more than the work,
 # and under load a descheduled team member stalls everyone at the barrier.
@@ -64,26 +70,6 @@ def _fork_safe_threads(threads):
         )
         return 1
     return threads
-
-
-def resolve_num_threads(num_threads):
-    """Check ``num_threads`` and return the team size it asks for (>= 1).
-
-    Parameters
-    ----------
-    num_threads : int or None
-        None follows OpenMP's default; a positive integer is a team size; a
-        negative integer counts back from the processor count (-1: all).
-    """
-    if num_threads is None:
-        return _openmp_helpers.effective_n_threads(None)
-    num_threads = as_int(num_threads, "num_threads")
-    if num_threads == 0 or abs(num_threads) > MAX_THREADS:
-        raise invalid(
-            f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
-            f"got {num_threads}"
-        )
-    return _openmp_helpers.effective_n_threads(num_threads)
 
 
 class Executor:
@@ -293,7 +279,7 @@ class Executor:
         launched even if the executor is updated or destroyed meanwhile.
         """
         self._check_usable()
-        buf = _checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
+        buf = checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
         if not self._repeatable:
             self._state = _CONSUMED
         return _Job(self, buf, self.num_threads)
@@ -361,45 +347,6 @@ class _Job:
         # another thread to finish (queued runs are never dropped).
         with self._executor._busy:
             self.run()
-
-
-def _checked_workspace(workspace, workspace_size, required, args):
-    """Check phase two's workspace arguments; return the buffer as an array, or None."""
-    workspace_size = as_int(workspace_size, "workspaceSize")
-    if workspace_size < required:
-        raise ExecutionError(
-            f"workspaceSize must be at least {required} (what phase one returned), got {workspace_size}"
-        )
-    if workspace is None:
-        if required == 0:
-            return None
-        raise NullArgumentError(f"workspace must not be None (it needs {required} bytes)")
-    if isinstance(workspace, (bytes, bytearray, memoryview)):
-        buf = np.frombuffer(workspace, dtype=np.uint8)
-    else:
-        buf = as_array(workspace, "workspace")
-    # An object array is a block of PyObject pointers; letting the
-    # kernel write floats over them would crash the interpreter later.
-    if buf.dtype.hasobject:
-        raise InvalidArgumentError(
-            f"workspace must be a buffer of plain memory, got an array of dtype {buf.dtype}"
-        )
-    if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
-        raise ExecutionError("workspace must be one contiguous block of memory")
-    if not buf.flags.writeable:
-        raise ExecutionError("workspace must be writable, got a read-only buffer")
-    if buf.nbytes < workspace_size:
-        raise ExecutionError(
-            f"workspace must hold workspaceSize = {workspace_size} bytes, got {buf.nbytes}"
-        )
-    if required == 0:
-        return None
-    if buf.size > 1 and has_internal_overlap(buf):
-        raise ExecutionError("workspace must not overlap itself")
-    for name, arr in (("gradOut", args.grad_out), ("gradInput", args.grad_input)):
-        if arr.size and np.may_share_memory(buf, arr):
-            raise ExecutionError(f"workspace must not overlap {name}")
-    return buf
 
 
 def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_d,
@@ -489,9 +436,7 @@ def alloc_workspace(workspace_size):
     InternalError
         (561000) the memory could not be allocated.
     """
-    workspace_size = as_int(workspace_size, "workspaceSize")
-    if workspace_size < 0:
-        raise InvalidArgumentError(f"workspaceSize must be >= 0, got {workspace_size}")
+    workspace_size = workspace_size_argument(workspace_size)
     # A size no allocator can satisfy is reported as an AclnnError
     # (561000: not a rule the caller broke, but no MemoryError escaping).
     try:

@@ -71,7 +71,7 @@ def set_limit(nbytes):
         The previous limit.
     """
     global _limit
-    from ._validate import as_int, invalid
+    from ._arguments import as_int, invalid
 
     nbytes = as_int(nbytes, "nbytes")
     if nbytes < 0:
@@ -160,6 +160,15 @@ def empty(shape, dtype, channels_last=False):
     plain = dtype if dtype.kind == "f" and dtype.name != "bfloat16" else np.dtype(np.uint16)
     arr = np.asarray(_Owner(raw, tuple(shape), plain.str, tuple(strides)))
     return arr if plain == dtype else arr.view(dtype)
+
+
+def as_tensor(arr):
+    """A torch tensor sharing ``arr``'s memory (bfloat16 included), keeping it alive."""
+    import torch
+
+    if arr.dtype.name == "bfloat16":
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
 
 
 def clear():

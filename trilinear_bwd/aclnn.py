@@ -37,7 +37,7 @@ from ._status import (
     NullArgumentError,
 )
 from ._stream import Stream
-from ._validate import as_int
+from ._arguments import as_int
 
 __all__ = [
     "ACLNN_ERR_INNER",

@@ -36,14 +36,13 @@ import warnings
 from collections.abc import Sequence
 from typing import Optional
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from . import _pool
 from ._api import upsample_trilinear3d_backward as _tb_backward
 from ._status import InvalidArgumentError, NullArgumentError
-from ._validate import as_int, as_real, as_sequence
+from ._arguments import _TORCH_TO_NUMPY, as_int, as_real, as_sequence
 
 __all__ = [
     "call_counts",
@@ -95,22 +94,26 @@ def _run(grad_output, output_size, input_size, align_corners, scales, memory_for
         raise InvalidArgumentError(
             f"inputSize must be 5 non-negative integers (N, C, D, H, W), got {input_size}")
     grad_input = _new_tensor(input_size, grad_output.dtype, memory_format)
-    _tb_backward(grad_output, input_size, output_size, bool(align_corners), scales,
-                 out=grad_input, num_threads=num_threads)
+    _tb_backward(grad_output, input_size, output_size=output_size,
+                 align_corners=bool(align_corners), scales=scales, out=grad_input,
+                 num_threads=num_threads)
     return grad_input
 
 
 def _new_tensor(shape, dtype, memory_format):
     """An uninitialised CPU tensor from the library's pool of faulted memory (``_pool``)."""
     name = str(dtype).rpartition(".")[2]
-    channels_last = memory_format == torch.channels_last_3d
-    if name == "bfloat16":
-        arr = _pool.empty(shape, np.int16, channels_last)
-        return torch.from_numpy(arr).view(torch.bfloat16)
-    if name not in ("float32", "float64", "float16"):
+    if name not in ("float32", "float64", "float16", "bfloat16"):
         # Not a dtype of the contract: the call will be refused (161002).
         return torch.empty(shape, dtype=dtype, memory_format=memory_format)
-    return torch.from_numpy(_pool.empty(shape, np.dtype(name), channels_last))
+    np_dtype = _TORCH_TO_NUMPY.get(name) or _bfloat16()
+    return _pool.as_tensor(_pool.empty(shape, np_dtype, memory_format == torch.channels_last_3d))
+
+
+def _bfloat16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
 
 
 def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners,

@@ -1,10 +1,17 @@
-"""Validation of phase one: every rule of the operator contract, checked in Python.
+"""Every argument of every front end, turned into checked arguments here and only here.
 
-The kernels trust what they are given, so everything that can be wrong with a
-call is found here, before any memory is written.  Messages use the operator's
-(CANN) parameter names, name the rule broken and show the offending value.
+The one call, the two phases, ``trilinear_bwd.aclnn``, ``trilinear_bwd.torch``
+and ``trilinear_bwd.dask`` all hand what they received to this module (as
+pyFFTW's ``builders/_utils.py`` normalises every argument once before the
+planned object sees it); what comes out is an :class:`Arguments` that
+``_plan`` turns into the kernel's typed plan.  The kernels trust what they
+are given, so everything that can be wrong with a call is found here, before
+any memory is written.  Messages use the operator's (CANN) parameter names,
+name the element the caller passed and the rule broken, and show the
+offending value.
 """
 
+import functools
 import math
 import numbers
 import operator
@@ -15,8 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _openmp_helpers
 from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
+MAX_THREADS = 1024
 MAX_DIM = 2**20
 MAX_BYTES = 60 * 2**30
 MAX_PRODUCT = 2**31
@@ -382,11 +391,25 @@ def tensor_binding(obj, name):
         return None
 
 
-def _int_list(value, name, length):
-    items = as_sequence(value, name, f"{length} integers")
+def _int_list(value, name, length, first=0):
+    """The integers of a size argument; element ``k`` is named ``name[k - first] (axis)``."""
+    items = as_sequence(value, name, f"{length - first} integers" if first else
+                        f"{length} integers")
     if len(items) != length:
         raise invalid(f"{name} must have exactly {length} elements, got {len(items)}")
-    return tuple(as_int(item, f"{name}[{k}]") for k, item in enumerate(items))
+    axes = "NCDHW"[5 - length:]
+    return tuple(as_int(item, element_name(name, k, first, axes))
+                 for k, item in enumerate(items))
+
+
+def element_name(name, k, first=0, axes="NCDHW"):
+    """``inputSize[0] (D)``: element ``k`` of ``name`` as the caller numbered it, and its axis.
+
+    ``first`` is how many leading elements the caller did not pass (the one
+    call's ``input_size=(D, H, W)`` is ``(N, C, D, H, W)`` with ``first=2``).
+    """
+    index = k - first
+    return f"{name}[{index}] ({axes[k]})" if index >= 0 else f"{name} {axes[k]}"
 
 
 def _scale(value, name):
@@ -465,7 +488,7 @@ def _check_overlap(grad_out, grad_input):
 
 
 def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
-             scales_w, grad_input, *, allocate=False, misaligned_ok=False):
+             scales_w, grad_input, *, allocate=False, misaligned_ok=False, input_first=0):
     """Check a phase-one call against the operator contract.
 
     Parameters are those of ``aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize``;
@@ -474,7 +497,9 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
     result's ``grad_input`` is None.  With ``misaligned_ok=True`` a
     ``grad_out`` not aligned to its element size passes (the one call copies
     it afterwards); every other rule, overlap with ``grad_input`` included,
-    is checked on the caller's own array.
+    is checked on the caller's own array.  ``input_first=2`` says that the
+    caller passed only ``(D, H, W)`` of ``input_size``: messages number its
+    elements as the caller did.
 
     Returns
     -------
@@ -510,28 +535,30 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
     if grad_out.ndim != 5:
         raise invalid(f"gradOut must be 5-D (N, C, D, H, W), got {grad_out.ndim}-D")
 
+    out_name = functools.partial(element_name, "outputSize", axes="DHW")
+    in_name = functools.partial(element_name, "inputSize", first=input_first)
     output_size = _int_list(output_size, "outputSize", 3)
     for k, n in enumerate(output_size):
         if n <= 0:
-            raise invalid(f"outputSize[{k}] must be > 0, got {n}")
-    input_size = _int_list(input_size, "inputSize", 5)
+            raise invalid(f"{out_name(k)} must be > 0, got {n}")
+    input_size = _int_list(input_size, "inputSize", 5, input_first)
     for k in (0, 1):
         if input_size[k] < 0:
-            raise invalid(f"inputSize[{k}] must be >= 0, got {input_size[k]}")
+            raise invalid(f"{in_name(k)} must be >= 0, got {input_size[k]}")
     for k in (2, 3, 4):
         if input_size[k] <= 0:
-            raise invalid(f"inputSize[{k}] must be > 0, got {input_size[k]}")
+            raise invalid(f"{in_name(k)} must be > 0, got {input_size[k]}")
 
     for k, axis in enumerate("NC"):
         if grad_out.shape[k] != input_size[k]:
             raise invalid(
-                f"gradOut {axis} must equal inputSize[{k}] = {input_size[k]}, "
+                f"gradOut {axis} must equal {in_name(k)} = {input_size[k]}, "
                 f"got {grad_out.shape[k]}"
             )
     for k, axis in enumerate("DHW"):
         if grad_out.shape[k + 2] != output_size[k]:
             raise invalid(
-                f"gradOut {axis} must equal outputSize[{k}] = {output_size[k]}, "
+                f"gradOut {axis} must equal {out_name(k)} = {output_size[k]}, "
                 f"got {grad_out.shape[k + 2]}"
             )
     if not allocate and grad_input.shape != input_size:
@@ -556,8 +583,8 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
         floored = math.floor(product) if math.isfinite(product) else product
         if not align_corners and s > 0 and floored != n_out:
             raise invalid(
-                f"{name} = {s!r} is inconsistent with outputSize[{k}] = {n_out}: "
-                f"floor(inputSize[{k + 2}] * {name}) = floor({n_in} * {s!r}) = {floored}"
+                f"{name} = {s!r} is inconsistent with {out_name(k)} = {n_out}: "
+                f"floor({in_name(k + 2)} * {name}) = floor({n_in} * {s!r}) = {floored}"
             )
         scales.append(s)
 
@@ -568,3 +595,119 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
         _check_overlap(grad_out, grad_input)
     return Arguments(grad_out, grad_input, output_size, input_size, align_corners,
                      tuple(scales), tensors)
+
+
+# -- phase two and the thread count -------------------------------------------
+
+def workspace_size_argument(workspace_size):
+    """Return ``workspace_size`` as a non-negative int, or raise 161002."""
+    workspace_size = as_int(workspace_size, "workspaceSize")
+    if workspace_size < 0:
+        raise invalid(f"workspaceSize must be >= 0, got {workspace_size}")
+    return workspace_size
+
+
+def resolve_num_threads(num_threads):
+    """Check ``num_threads`` and return the team size it asks for (>= 1).
+
+    Parameters
+    ----------
+    num_threads : int or None
+        None follows OpenMP's default; a positive integer is a team size; a
+        negative integer counts back from the processor count (-1: all).
+    """
+    if num_threads is None:
+        return _openmp_helpers.effective_n_threads(None)
+    num_threads = as_int(num_threads, "num_threads")
+    if num_threads == 0 or abs(num_threads) > MAX_THREADS:
+        raise invalid(
+            f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
+            f"got {num_threads}"
+        )
+    return _openmp_helpers.effective_n_threads(num_threads)
+
+
+def checked_workspace(workspace, workspace_size, required, args):
+    """Check phase two's workspace arguments; return the buffer as an array, or None."""
+    workspace_size = as_int(workspace_size, "workspaceSize")
+    if workspace_size < required:
+        raise ExecutionError(
+            f"workspaceSize must be at least {required} (what phase one returned), got {workspace_size}"
+        )
+    if workspace is None:
+        if required == 0:
+            return None
+        raise NullArgumentError(f"workspace must not be None (it needs {required} bytes)")
+    if isinstance(workspace, (bytes, bytearray, memoryview)):
+        buf = np.frombuffer(workspace, dtype=np.uint8)
+    else:
+        buf = as_array(workspace, "workspace")
+    # An object array is a block of PyObject pointers; letting the
+    # kernel write floats over them would crash the interpreter later.
+    if buf.dtype.hasobject:
+        raise InvalidArgumentError(
+            f"workspace must be a buffer of plain memory, got an array of dtype {buf.dtype}"
+        )
+    if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
+        raise ExecutionError("workspace must be one contiguous block of memory")
+    if not buf.flags.writeable:
+        raise ExecutionError("workspace must be writable, got a read-only buffer")
+    if buf.nbytes < workspace_size:
+        raise ExecutionError(
+            f"workspace must hold workspaceSize = {workspace_size} bytes, got {buf.nbytes}"
+        )
+    if required == 0:
+        return None
+    if buf.size > 1 and has_internal_overlap(buf):
+        raise ExecutionError("workspace must not overlap itself")
+    for name, arr in (("gradOut", args.grad_out), ("gradInput", args.grad_input)):
+        if arr.size and np.may_share_memory(buf, arr):
+            raise ExecutionError(f"workspace must not overlap {name}")
+    return buf
+
+
+
+
+# -- the one call's spelling ---------------------------------------------------
+
+def one_call_sizes(grad_out_shape, input_size, output_size, scales):
+    """Normalise the one call's ``input_size`` / ``output_size`` / ``scales`` spelling.
+
+    Parameters
+    ----------
+    grad_out_shape : tuple of int
+        The shape of ``grad_out`` (5-D, or not: validation says so later).
+    input_size : sequence of 3 or 5 int
+        ``(N, C, iD, iH, iW)``, or ``(iD, iH, iW)`` with N and C from ``grad_out``.
+    output_size : sequence of 3 int or None
+        None: ``grad_out``'s spatial shape.
+    scales : sequence of 3 float or None
+
+    Returns
+    -------
+    input_size, output_size, scales, input_first
+        What :func:`validate` takes; ``input_first`` is 2 when the caller
+        passed three elements of ``input_size``.
+    """
+    if input_size is None:
+        raise NullArgumentError("inputSize must not be None")
+    input_size = as_sequence(input_size, "inputSize", "3 or 5 integers")
+    if len(input_size) not in (3, 5):
+        raise invalid(
+            f"inputSize must have 3 (D, H, W) or 5 (N, C, D, H, W) elements, "
+            f"got {len(input_size)}")
+    input_first = 0
+    if len(input_size) == 3 and len(grad_out_shape) == 5:
+        input_size = list(grad_out_shape[:2]) + input_size
+        input_first = 2
+    if output_size is None:
+        output_size = tuple(grad_out_shape[2:])
+    scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
+    if len(scales) != 3:
+        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
+    return input_size, output_size, scales, input_first
+
+
+def is_misaligned(arr):
+    """True if an element of ``arr`` is not aligned to its size (the kernel needs aligned ones)."""
+    return not arr.flags.aligned or any(st % arr.itemsize for st in arr.strides)
