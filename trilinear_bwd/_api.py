@@ -6,7 +6,7 @@ import sys
 import numpy as np
 
 from . import _pool
-from ._executor import Executor, alloc_workspace
+from ._executor import run_once
 from ._plan import is_channels_last
 from ._arguments import as_array, is_misaligned, one_call_sizes, validate
 from ._status import InternalError, NullArgumentError
@@ -99,8 +99,7 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
         torch = sys.modules.get("torch")
         is_tensor = torch is not None and isinstance(grad_out_given, torch.Tensor)
         result = _pool.as_tensor(out) if is_tensor else out
-    executor = Executor(args, num_threads)
-    executor._execute_now(alloc_workspace(executor.workspace_size), executor.workspace_size)
+    run_once(args, num_threads)
     return result
 
 

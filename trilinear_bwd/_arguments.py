@@ -73,12 +73,28 @@ class Arguments:
     @property
     def dtype_code(self):
         """The kernel's code for the storage dtype."""
-        return _FLOAT_DTYPES[self.grad_out.dtype.name][0]
+        return dtype_info(self.grad_out.dtype)[0]
 
     @property
     def acc_dtype(self):
         """The accumulation dtype: float64 for float64 data, else float32."""
-        return np.dtype(_FLOAT_DTYPES[self.grad_out.dtype.name][1])
+        return dtype_info(self.grad_out.dtype)[1]
+
+
+@functools.lru_cache(maxsize=64)
+def dtype_info(dtype):
+    """``(kernel dtype code, accumulation dtype)`` of a supported dtype, None otherwise.
+
+    Cached per dtype object: ``dtype.name`` costs microseconds, and this is
+    asked on every call.
+    """
+    supported = dtype.name in _FLOAT_DTYPES and (
+        dtype.kind == "f" or dtype.type.__module__.startswith("ml_dtypes")
+    )
+    if not supported:
+        return None
+    code, acc = _FLOAT_DTYPES[dtype.name]
+    return code, np.dtype(acc)
 
 
 def invalid(message):
@@ -418,10 +434,7 @@ def _scale(value, name):
 
 def _check_dtype(arr, name):
     dtype = arr.dtype
-    supported = dtype.name in _FLOAT_DTYPES and (
-        dtype.kind == "f" or dtype.type.__module__.startswith("ml_dtypes")
-    )
-    if not supported:
+    if dtype_info(dtype) is None:
         raise invalid(
             f"{name} dtype must be float32, float64, float16 or bfloat16, got {dtype}"
         )

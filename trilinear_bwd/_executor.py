@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from . import _dispatch, _openmp_helpers
-from ._plan import data_address, make_plan
+from ._plan import data_address, planned
 from ._status import ExecutionError, InternalError, InvalidArgumentError, NullArgumentError
 from ._arguments import (
     as_array,
@@ -90,13 +90,11 @@ class Executor:
         self._args = args
         self._follow_default = num_threads is None
         requested = resolve_num_threads(num_threads)
-        self._plan = make_plan(args, requested)
-        self._kernel = _dispatch.kernel_module().KernelPlan(self._plan.spec)
+        self._plan, self._kernel = planned(args, requested, _dispatch.kernel_module())
         self._workspace_size = self._plan.workspace_size
         self._n_slots = self._plan.n_slots
         self._threads = min(requested, self._n_slots)
-        moved = args.grad_out.nbytes + args.grad_input.nbytes
-        self._default_cap = max(1, moved // BYTES_PER_THREAD)
+        self._default_cap = _default_cap(args)
         # Two locks, so that nothing waits on a run but another run:
         # ``_lock`` guards the state and is held only for a moment (claim,
         # update, destroy), never across a kernel; ``_busy`` is held for the
@@ -142,8 +140,7 @@ class Executor:
     def num_threads(self):
         """The team size a run will use now."""
         if self._follow_default:
-            return max(1, min(_openmp_helpers.effective_n_threads(None), self._n_slots,
-                              self._default_cap))
+            return _default_team(self._n_slots, self._default_cap)
         return self._threads
 
     @property
@@ -313,6 +310,57 @@ class Executor:
                 raise
 
 
+def _default_cap(args):
+    """Most threads worth waking for a call that moves this many bytes (``BYTES_PER_THREAD``)."""
+    return max(1, (args.grad_out.nbytes + args.grad_input.nbytes) // BYTES_PER_THREAD)
+
+
+def _default_team(n_slots, cap):
+    """The team size with the default thread count: OpenMP's now, within the plan and the cap."""
+    return max(1, min(_openmp_helpers.effective_n_threads(None), n_slots, cap))
+
+
+def run_kernel(kernel, args, workspace, threads):
+    """Run ``kernel`` on ``args`` with ``workspace`` (an address); return the team that ran.
+
+    Checks first that bound torch tensors still use the memory they were
+    bound with, and marks a torch ``gradInput`` as written afterwards.
+    """
+    global _team_started
+    for binding in args.tensors:
+        binding.check()
+    team = kernel.run(data_address(args.grad_out), data_address(args.grad_input), workspace,
+                      _fork_safe_threads(threads))
+    _team_started = _team_started or team > 1
+    for binding in args.tensors:
+        if binding.name == "gradInput":
+            binding.mark_written()
+    return team
+
+
+# Each thread's scratch workspace for the one call, kept between calls when
+# it is small (a workspace is a few rows per thread, not a volume).
+SCRATCH_KEEP_BYTES = 16 * 2**20
+_scratch = threading.local()
+
+
+def run_once(args, num_threads):
+    """The one call's run: a cached plan, this thread's scratch workspace, the kernel."""
+    requested = resolve_num_threads(num_threads)
+    plan, kernel = planned(args, requested, _dispatch.kernel_module())
+    if num_threads is None:
+        threads = _default_team(plan.n_slots, _default_cap(args))
+    else:
+        threads = min(requested, plan.n_slots)
+    size = plan.workspace_size
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.nbytes < size:
+        buf = alloc_workspace(size)
+        if size <= SCRATCH_KEEP_BYTES:
+            _scratch.buf = buf
+    run_kernel(kernel, args, data_address(buf) if size else 0, threads)
+
+
 class _Job:
     """One claimed run of an executor: its arrays, kernel and workspace, fixed at launch."""
 
@@ -327,20 +375,8 @@ class _Job:
 
     def run(self):
         """Run the kernel, then mark a torch ``gradInput`` as written."""
-        global _team_started
-        args = self._args
-        for binding in args.tensors:
-            binding.check()
         ws = 0 if self._workspace is None else data_address(self._workspace)
-        team = self._kernel.run(
-            data_address(args.grad_out), data_address(args.grad_input),
-            ws, _fork_safe_threads(self._threads),
-        )
-        self._executor._last_team = team
-        _team_started = _team_started or team > 1
-        for binding in args.tensors:
-            if binding.name == "gradInput":
-                binding.mark_written()
+        self._executor._last_team = run_kernel(self._kernel, self._args, ws, self._threads)
 
     def __call__(self):
         # On a stream's worker: wait for a run of the same executor in

@@ -37,6 +37,8 @@ accumulation type (float32, or float64 for float64 data):
 plus 64 bytes so that an unaligned workspace can be aligned inside.
 """
 
+import collections
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -242,3 +244,46 @@ def data_address(arr):
     """Address of element [0, 0, 0, 0, 0] of ``arr`` (valid for any strides)."""
     return arr.__array_interface__["data"][0] if arr.size else 0
 
+
+
+# Plans of recent geometries, with the kernel's frozen copy of each: the
+# second call with the same shapes, strides, dtype, sizes, flags and thread
+# count skips straight to the kernel.  A kernel plan holds no addresses and
+# its run() only reads it, so one may serve any number of calls at once.
+PLAN_CACHE_SIZE = 64
+_plans = collections.OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def planned(args, n_threads, kernel_module):
+    """Return ``(plan, kernel_plan)`` for a validated call, from the cache when it can.
+
+    Parameters
+    ----------
+    args : trilinear_bwd._arguments.Arguments
+    n_threads : int
+        The team size the caller asked for (>= 1).
+    kernel_module : module
+        The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
+    """
+    go, gi = args.grad_out, args.grad_input
+    key = (go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.output_size,
+           args.align_corners, args.scales, n_threads, kernel_module)
+    with _plans_lock:
+        hit = _plans.get(key)
+        if hit is not None:
+            _plans.move_to_end(key)
+            return hit
+    plan = make_plan(args, n_threads)
+    hit = (plan, kernel_module.KernelPlan(plan.spec))
+    with _plans_lock:
+        _plans[key] = hit
+        if len(_plans) > PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return hit
+
+
+def clear_plans():
+    """Forget every cached plan (tests that change a planning constant call it)."""
+    with _plans_lock:
+        _plans.clear()
