@@ -1,6 +1,5 @@
 """The one-call entry point."""
 
-import dataclasses
 import sys
 
 import numpy as np
@@ -85,15 +84,17 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     # 60 GiB) allocates nothing.
     args = validate(grad_out, output_size, input_size, align_corners, *scales, out,
                     allocate=out is None, misaligned_ok=misaligned, input_first=first)
+    # ``args`` is this call's own, fresh object: filling in what was
+    # allocated after validation is cheaper than dataclasses.replace.
     if misaligned:
         try:
-            args = dataclasses.replace(args, grad_out=grad_out.copy())
+            object.__setattr__(args, "grad_out", grad_out.copy())
         except MemoryError as exc:
             raise InternalError(f"could not copy the misaligned gradOut: {exc}") from None
     result = out
     if out is None:
         out = _new_output(args.grad_out, args.input_size)
-        args = dataclasses.replace(args, grad_input=out)
+        object.__setattr__(args, "grad_input", out)
         # The caller's kind of array back: a torch tensor in, a torch tensor
         # out, sharing the new array's memory.
         torch = sys.modules.get("torch")

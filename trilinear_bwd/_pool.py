@@ -16,6 +16,7 @@ malloc already reuses small blocks without faulting.
 """
 
 import collections
+import math
 import os
 import threading
 
@@ -128,7 +129,7 @@ def empty(shape, dtype, channels_last=False):
     """
     global _held
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     n, c, d, h, w = shape
     order = (0, 2, 3, 4, 1) if channels_last else (0, 1, 2, 3, 4)
     if nbytes < MIN_BYTES or _limit == 0:
