@@ -146,3 +146,13 @@ def torch_or_none():
     except Exception:  # noqa: BLE001 - missing, or failing to load under a sanitizer
         return None
     return torch
+
+
+def blocked_stream(stream):
+    """Occupy ``stream``'s worker until the returned event is set (what is launched next waits)."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    stream._submit(lambda: (started.set(), release.wait()))
+    started.wait()
+    return release

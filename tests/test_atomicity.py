@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 import pytest
-from _hardening import NDHWC, Guarded
+from _hardening import NDHWC, Guarded, blocked_stream
 from conftest import assert_matches_reference, random_grad
 
 import trilinear_bwd as tb
@@ -158,9 +158,7 @@ def test_stream_job_that_fails_at_start_writes_nothing(setup, torch):
         if repeatable:
             ex.set_repeatable()
         stream = tb.Stream()
-        started, release = threading.Event(), threading.Event()
-        stream._submit(lambda: (started.set(), release.wait()))
-        started.wait()
+        release = blocked_stream(stream)
         tb.execute(tb.alloc_workspace(size), size, ex, stream=stream)
         old = gi.clone()
         gi.resize_(gi.numel() * 4)          # reallocates: the bound memory is gone

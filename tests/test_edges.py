@@ -19,6 +19,7 @@ import weakref
 
 import numpy as np
 import pytest
+from _hardening import blocked_stream
 from conftest import assert_matches_reference, random_grad
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -443,9 +444,7 @@ def test_6_update_arrays_and_destroy_never_wait_for_a_queued_run():
     g, gi, size, ex = _phase_one()
     ex.set_repeatable()
     stream = tb.Stream()
-    started, release = threading.Event(), threading.Event()
-    stream._submit(lambda: (started.set(), release.wait()))
-    started.wait()
+    release = blocked_stream(stream)
     tb.execute(tb.alloc_workspace(size), size, ex, stream=stream)
     other = np.full_like(gi, np.nan)
     ex.update_arrays(grad_input=other)     # the queued run keeps the array it was launched with

@@ -4,6 +4,7 @@ import threading
 
 import numpy as np
 import pytest
+from _hardening import blocked_stream
 from conftest import assert_matches_reference, random_grad
 
 import trilinear_bwd as tb
@@ -185,9 +186,7 @@ def test_queued_run_waits_for_a_run_in_another_thread():
     g, gi, size, ex = phase_one()
     ex.set_repeatable()
     stream = tb.Stream()
-    started, release = threading.Event(), threading.Event()
-    stream._submit(lambda: (started.set(), release.wait()))
-    started.wait()
+    release = blocked_stream(stream)
     tb.execute(tb.alloc_workspace(size), size, ex, stream=stream)
     ex._busy.acquire()  # the executor is running elsewhere when the job starts
     release.set()
