@@ -9,7 +9,6 @@ docs/reliability.md).
 """
 
 import dataclasses
-import threading
 
 import numpy as np
 import pytest

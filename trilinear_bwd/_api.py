@@ -2,12 +2,10 @@
 
 import sys
 
-import numpy as np
-
 from . import _pool
+from ._arguments import as_array, is_misaligned, one_call_sizes, validate
 from ._executor import run_once
 from ._plan import is_channels_last
-from ._arguments import as_array, is_misaligned, one_call_sizes, validate
 from ._status import InternalError, NullArgumentError
 
 

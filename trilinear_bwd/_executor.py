@@ -15,8 +15,6 @@ import weakref
 import numpy as np
 
 from . import _dispatch, _openmp_helpers
-from ._plan import data_address, planned
-from ._status import ExecutionError, InternalError, InvalidArgumentError, NullArgumentError
 from ._arguments import (
     as_array,
     checked_workspace,
@@ -24,6 +22,13 @@ from ._arguments import (
     resolve_num_threads,
     validate,
     workspace_size_argument,
+)
+from ._plan import data_address, planned
+from ._status import (
+    ExecutionError,
+    InternalError,
+    InvalidArgumentError,
+    NullArgumentError,
 )
 
 # With the default thread count, small problems use fewer threads: a thread
