@@ -625,6 +625,30 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
                      tuple(scales), tensors)
 
 
+def rebind(old, grad_out=None, grad_input=None):
+    """Check new arrays for an executor planned with ``old``; return the new :class:`Arguments`.
+
+    The new arrays (None keeps the bound one) must have the shape, dtype and
+    strides of the ones they replace, and pass every rule of phase one again
+    (writability, overlap).
+    """
+    keep = {b.name: b.tensor for b in old.tensors}
+    new_out = keep.get("gradOut", old.grad_out) if grad_out is None else grad_out
+    new_in = keep.get("gradInput", old.grad_input) if grad_input is None else grad_input
+    for name, new, ref in (("gradOut", new_out, old.grad_out),
+                           ("gradInput", new_in, old.grad_input)):
+        arr = as_array(new, name)
+        if (arr.shape, arr.dtype, arr.strides) != (ref.shape, ref.dtype, ref.strides):
+            raise invalid(
+                f"{name} must keep shape {tuple(ref.shape)}, dtype {ref.dtype} and "
+                f"strides {ref.strides}, got {tuple(arr.shape)}, {arr.dtype}, {arr.strides}"
+            )
+        if not arr.flags.aligned:
+            raise invalid(f"{name} must be aligned to its element size")
+    return validate(new_out, old.output_size, old.input_size, old.align_corners,
+                    *old.scales, new_in)
+
+
 # -- phase two and the thread count -------------------------------------------
 
 def workspace_size_argument(workspace_size):

@@ -16,9 +16,8 @@ import numpy as np
 
 from . import _dispatch, _openmp_helpers
 from ._arguments import (
-    as_array,
     checked_workspace,
-    invalid,
+    rebind,
     resolve_num_threads,
     validate,
     workspace_size_argument,
@@ -214,25 +213,7 @@ class Executor:
                 raise ExecutionError(
                     "update_arrays needs a repeatable executor; call set_repeatable() first"
                 )
-            old = self._args
-            keep = {b.name: b.tensor for b in old.tensors}
-            new_out = keep.get("gradOut", old.grad_out) if grad_out is None else grad_out
-            new_in = keep.get("gradInput", old.grad_input) if grad_input is None else grad_input
-            for name, new, ref in (("gradOut", new_out, old.grad_out),
-                                   ("gradInput", new_in, old.grad_input)):
-                arr = as_array(new, name)
-                if (arr.shape, arr.dtype, arr.strides) != (ref.shape, ref.dtype, ref.strides):
-                    raise invalid(
-                        f"{name} must keep shape {tuple(ref.shape)}, dtype {ref.dtype} and "
-                        f"strides {ref.strides}, got {tuple(arr.shape)}, {arr.dtype}, "
-                        f"{arr.strides}"
-                    )
-                if not arr.flags.aligned:
-                    raise invalid(f"{name} must be aligned to its element size")
-            self._args = validate(
-                new_out, old.output_size, old.input_size, old.align_corners,
-                *old.scales, new_in,
-            )
+            self._args = rebind(self._args, grad_out, grad_input)
 
     def destroy(self):
         """Release the executor (``aclDestroyAclOpExecutor``); later runs get 361001.
