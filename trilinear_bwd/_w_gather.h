@@ -22,8 +22,8 @@
  * they round identically.  With `stream` set, blocks of `out` are written with
  * non-temporal stores where 16-byte aligned (see _store.h).
  */
-#ifndef TRILINEAR_BWD_GATHER_H
-#define TRILINEAR_BWD_GATHER_H
+#ifndef TRILINEAR_BWD_W_GATHER_H
+#define TRILINEAR_BWD_W_GATHER_H
 
 #include <stdint.h>
 
