@@ -4,6 +4,7 @@
 choice, for tests and for measuring one variant against another.
 """
 
+import contextlib
 import importlib
 import os
 
@@ -69,3 +70,20 @@ def kernel_module(name=None):
 def active_variant():
     """Return the name of the variant :func:`kernel_module` uses."""
     return kernel_module().__name__.rsplit("_", 1)[-1]
+
+
+@contextlib.contextmanager
+def forced(name):
+    """Within the block, :func:`kernel_module` returns variant ``name``.
+
+    For measuring variants side by side in one process (the benchmark):
+    executors take their kernel when they are created, so an executor made
+    inside the block keeps variant ``name`` after it.  Not thread-safe.
+    """
+    global _chosen
+    saved = _chosen
+    _chosen = kernel_module(name)
+    try:
+        yield
+    finally:
+        _chosen = saved
