@@ -116,17 +116,34 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
         tb_store_##S(acc + k, a);                                                       \
     }
 #if TB_HAVE_MASKS
-/* The last, partial vector of the row, under a mask (see _simd.h). */
-#define TB_SUM_ROWS_HEAD(T, S)                                                          \
-    if (k < n) {                                                                        \
-        const int64_t left = n - k;                                                     \
-        tb_vec_##S a = first ? tb_zero_##S() : tb_load_head_##S(acc + k, left);         \
+/* A partial vector, `part` elements from k, under a mask (see _simd.h). */
+#define TB_SUM_ROWS_PART(T, S, part)                                                    \
+    {                                                                                   \
+        tb_vec_##S a = first ? tb_zero_##S() : tb_load_head_##S(acc + k, (part));       \
         for (int64_t j = 0; j < m; ++j)                                                 \
-            a = tb_add_##S(a, tb_mul_##S(wv[j], TB_LOAD_ROW_HEAD(T, S, x[j], k, left, kind)));\
-        tb_store_head_##S(acc + k, a, left);                                            \
-        k = n;                                                                          \
+            a = tb_add_##S(a, tb_mul_##S(wv[j], TB_LOAD_ROW_HEAD(T, S, x[j], k, (part), kind)));\
+        tb_store_head_##S(acc + k, a, (part));                                          \
+        k += (part);                                                                    \
     }
+/* A row longer than a vector starts with the elements before the first
+ * vector boundary of x[0], so that the full vectors after them read x[0]
+ * (and, for a plane read in one sweep, every row, whose offsets are whole
+ * lines apart) without a load that straddles two cache lines, which a
+ * 64-byte load at any other offset always does. */
+#define TB_SUM_ROWS_ALIGN(T, S)                                                         \
+    if (n > TB_LANES_##S) {                                                             \
+        const int64_t vbytes = TB_LANES_##S * TB_ELEM_BYTES(T, kind);                   \
+        const int64_t head = (int64_t)((0 - (uintptr_t)x[0]) & (uintptr_t)(vbytes - 1)) \
+                             / TB_ELEM_BYTES(T, kind);                                  \
+        if (head)                                                                       \
+            TB_SUM_ROWS_PART(T, S, head)                                                \
+    }
+/* The last, partial vector of the row. */
+#define TB_SUM_ROWS_HEAD(T, S)                                                          \
+    if (k < n)                                                                          \
+        TB_SUM_ROWS_PART(T, S, n - k)
 #else
+#define TB_SUM_ROWS_ALIGN(T, S)
 #define TB_SUM_ROWS_HEAD(T, S)
 #endif
 #define TB_SUM_ROWS_VECTOR(T, S)                                                        \
@@ -134,6 +151,7 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
         tb_vec_##S wv[TB_ROWS_PER_SUM];                                                 \
         for (int64_t j = 0; j < m; ++j)                                                 \
             wv[j] = tb_set1_##S(w[j]);                                                  \
+        TB_SUM_ROWS_ALIGN(T, S)                                                         \
         if (prefetch)                                                                   \
             for (; k + TB_LANES_##S <= n; k += TB_LANES_##S) {                          \
                 for (int64_t j = 0; j < m; ++j)                                         \
