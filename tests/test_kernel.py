@@ -332,3 +332,16 @@ def test_one_call_writes_into_out():
     out = np.full((1, 2, 3, 3, 3), np.nan)
     assert tb.upsample_trilinear3d_backward(g, (1, 2, 3, 3, 3), out=out) is out
     assert_matches_reference(out, g, (1, 2, 3, 3, 3))
+
+
+@pytest.mark.parametrize("planes", [0, 3])
+def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes):
+    """A plan asking an item for planes the kernel has no room for is a
+    plan/kernel mismatch, refused when the KernelPlan is built."""
+    g = in_layout(random_grad((1, 4, 6, 5, 4), "float32"), "ndhwc")
+    out = out_array((1, 4, 16, 3, 2), g.dtype, "ndhwc")
+    spec = make_plan(validate(g, (6, 5, 4), (1, 4, 16, 3, 2), False, 0, 0, 0, out), 1).spec
+    assert spec["planes_per_item"] == 2
+    for name in _dispatch.available_variants():
+        with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):
+            _dispatch.kernel_module(name).KernelPlan(dict(spec, planes_per_item=planes))
