@@ -103,6 +103,7 @@ static inline uint16_t tb_float_to_half(float f)
  * first n elements only, zeros after them.
  */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
 #define TB_HAVE_HALF_VECTORS 1
 TB_ALWAYS_INLINE __m512 tb_widen_vec(__m256i h, int bf16)
 {
