@@ -6,11 +6,14 @@ compiled extensions, because their flags depend on the compiler:
 * OpenMP is probed by compiling a tiny program.  A compiler without OpenMP
   (Apple clang without libomp, for instance) still builds a working, serial
   package, with a warning.
-* The kernels are compiled twice from one source, ``_kernels_baseline`` for any
-  x86-64 (or other) processor and, on x86-64, ``_kernels_avx2`` with AVX2 and
-  F16C; ``trilinear_bwd._dispatch`` picks one at run time.  Both are built with
-  ``-ffp-contract=off`` so that neither fuses a multiply-add the other does not:
-  the two variants give bitwise identical results.
+* The kernels are compiled several times from one source: ``_kernels_baseline``
+  for any x86-64 (or other) processor and, on x86-64, ``_kernels_avx2`` with
+  AVX2 and F16C and ``_kernels_avx512`` with AVX-512 F/BW/VL (and F16C);
+  ``trilinear_bwd._dispatch`` picks one at run time.  The AVX-512 variant is
+  built only where the compiler accepts its flags (probed like OpenMP);
+  elsewhere it is simply absent.  All are built with ``-ffp-contract=off`` so
+  that none fuses a multiply-add another does not: the variants give bitwise
+  identical results.
 * ``TRILINEAR_BWD_DEBUG=1`` turns Cython's bounds and wrap-around checks back on
   and compiles without optimisation, for debugging.
 * ``TRILINEAR_BWD_SANITIZE=address,undefined`` adds ``-fsanitize=...``.
@@ -33,6 +36,24 @@ from setuptools.command.build_ext import build_ext
 DEBUG = os.environ.get("TRILINEAR_BWD_DEBUG", "") not in ("", "0")
 SANITIZE = os.environ.get("TRILINEAR_BWD_SANITIZE", "")
 IS_X86_64 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _compiles(compiler, code, cflags, lflags=()):
+    """Return True if ``code`` compiles and links with these flags."""
+    tmp = tempfile.mkdtemp()
+    try:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write(code)
+        try:
+            objs = compiler.compile([src], output_dir=tmp, extra_postargs=list(cflags))
+            compiler.link_executable(objs, "probe", output_dir=tmp,
+                                     extra_postargs=list(lflags))
+        except Exception:  # noqa: BLE001 - any failure means "not with these flags"
+            return False
+        return True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _openmp_flags(compiler):
@@ -61,23 +82,34 @@ def _openmp_flags(compiler):
         }
         """
     )
-    tmp = tempfile.mkdtemp()
-    try:
-        src = os.path.join(tmp, "check_openmp.c")
-        with open(src, "w") as f:
-            f.write(code)
-        for cflags, lflags in candidates:
-            try:
-                objs = compiler.compile([src], output_dir=tmp, extra_postargs=cflags)
-                compiler.link_executable(
-                    objs, "check_openmp", output_dir=tmp, extra_postargs=lflags
-                )
-            except Exception:  # noqa: BLE001 - any failure means "not this flag set"
-                continue
+    for cflags, lflags in candidates:
+        if _compiles(compiler, code, cflags, lflags):
             return cflags, lflags
-        return None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return None
+
+
+# The instructions the AVX-512 variant's headers use, one of each kind: if
+# this compiles, so do they.
+_AVX512_PROBE = textwrap.dedent(
+    """\
+    #include <immintrin.h>
+    int main(void) {
+        float f[16] = {0};
+        unsigned short h[16] = {0};
+        __m512 a = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+        __m512i b = _mm512_slli_epi32(_mm512_cvtepu16_epi32(
+            _mm256_loadu_si256((const __m256i *)h)), 16);
+        __mmask16 m = _mm512_cmpgt_epi32_mask(b, _mm512_setzero_si512());
+        a = _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(m, a, b, a));
+        _mm512_mask_storeu_ps(f, m, _mm512_mul_ps(a, _mm512_castsi512_ps(b)));
+        __m256i n = _mm256_maskz_loadu_epi16((__mmask16)0xff, h);   /* BW + VL */
+        _mm256_storeu_si256((__m256i *)h, n);
+        return (int)f[0];
+    }
+    """
+)
+AVX512_FLAGS = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx2", "-mf16c"]
+AVX512_FLAGS_MSVC = ["/arch:AVX512"]
 
 
 class BuildExt(build_ext):
@@ -104,7 +136,20 @@ class BuildExt(build_ext):
             base += ["-ffp-contract=off", "-fno-math-errno", "-std=c11"]
             if SANITIZE:
                 base += [f"-fsanitize={SANITIZE}", "-fno-omit-frame-pointer", "-g"]
+        avx512 = AVX512_FLAGS_MSVC if msvc else AVX512_FLAGS
+        if not _compiles(self.compiler, _AVX512_PROBE, avx512):
+            self.extensions = [e for e in self.extensions
+                               if e.name != "trilinear_bwd._kernels_avx512"]
+            if IS_X86_64:
+                warnings.warn(
+                    "trilinear_bwd: this compiler does not accept "
+                    f"{' '.join(avx512)}; building without the AVX-512 kernel "
+                    "variant (the AVX2 and baseline variants give the same results).",
+                    stacklevel=1,
+                )
         for ext in self.extensions:
+            if ext.name == "trilinear_bwd._kernels_avx512":
+                ext.extra_compile_args = avx512[:]
             isa = ext.extra_compile_args[:]  # set per extension below
             ext.extra_compile_args = base + omp[0] + isa
             ext.extra_link_args = omp[1] + (
@@ -133,6 +178,9 @@ def _extensions():
     msvc_like = sys.platform == "win32" and "GCC" not in sys.version
     if IS_X86_64:
         exts.append(ext("_kernels_avx2", ["/arch:AVX2"] if msvc_like else ["-mavx2", "-mf16c"]))
+        # Its flags are set (or the extension dropped) once the compiler is
+        # known, in BuildExt.
+        exts.append(ext("_kernels_avx512"))
     return exts
 
 

@@ -40,3 +40,61 @@ def test_report_renders_as_a_table(monkeypatch):
     table = bench.format_table(report)
     assert table.splitlines()[2].startswith("| tiny | NDHWC | float32 |")
     assert "cold caches" in table
+
+
+def test_variants_are_timed_side_by_side(monkeypatch):
+    """--variants: every variant runs in the same rounds, on its own kernel."""
+    from trilinear_bwd import _dispatch
+
+    variants = _dispatch.available_variants()
+    monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
+    made = []
+    real = bench._ours_call
+
+    def recording(*args):
+        run = real(*args)
+        made.append((args[-1], run))
+        return run
+
+    monkeypatch.setattr(bench, "_ours_call", recording)
+    report = bench.run_benchmark([TINY], repeat=2, with_torch=False, bandwidth=1e10,
+                                 variants=variants)
+    r = report["results"][0]
+    for v in variants[1:]:
+        assert r[f"ours_{v}_s"] > 0 and r[f"ours_1t_{v}_s"] > 0
+        assert r[f"speedup_over_{v}"] == r[f"ours_{v}_s"] / r["ours_s"]
+    assert [v for v, _ in made] == [variants[0], variants[0]] + [
+        v for v in variants[1:] for _ in range(2)]
+    table = bench.format_table(report)
+    assert len(table.splitlines()[0].split("|")) - 2 == 8 + 5 * (len(variants) - 1)
+    assert f"kernel variant `{variants[0]}`" in table
+
+
+def test_forced_variant_is_used_by_executors_made_inside():
+    import numpy as np
+
+    import trilinear_bwd as tb
+    from trilinear_bwd import _dispatch
+
+    g = np.ones((1, 1, 4, 4, 4), np.float32)
+    before = _dispatch.kernel_module()
+    for v in _dispatch.available_variants():
+        with _dispatch.forced(v):
+            _, ex = tb.get_workspace_size(g, (4, 4, 4), (1, 1, 2, 2, 2), False, 0, 0, 0,
+                                          np.empty((1, 1, 2, 2, 2), np.float32))
+        assert type(ex._kernel).__module__ == f"trilinear_bwd._kernels_{v}"
+    assert _dispatch.kernel_module() is before
+
+
+def test_stat_min_reports_the_fastest_round(monkeypatch):
+    monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
+    times = iter(range(100))
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(times)) ** 2)
+    r = bench.measure(TINY, repeat=3, num_threads=2, with_torch=False, cache="warm", stat="min")
+    # Calls are timed in turn; with a clock at t**2 each later call looks slower,
+    # so the minimum is the first round's and the median the second's.
+    assert r["ours_s"] < r["ours_1t_s"]
+    assert r["ours_s"] == 1.0  # 1**2 - 0**2: the first timed call, ours
+    report = bench.run_benchmark([TINY], repeat=1, with_torch=False, bandwidth=1e10,
+                                 cache="warm", stat="min")
+    assert "min of 1 interleaved rounds" in bench.format_table(report)

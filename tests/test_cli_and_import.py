@@ -94,6 +94,8 @@ def test_show_config_reports_build_and_runtime():
     assert "baseline" in facts["kernel_variants"]
     assert facts["active_variant"] in facts["kernel_variants"]
     assert ("avx2" in facts["kernel_variants"]) <= facts["cpu_avx2_f16c"]
+    assert ("avx512" in facts["kernel_variants"]) <= facts["cpu_avx512"]
+    assert facts["cpu_avx512"] <= facts["cpu_avx2_f16c"]
     if facts["openmp"]:
         assert re.fullmatch(r"\d{6} \(OpenMP [\d.?]+\)", facts["openmp_version"])
         assert any(name in facts["openmp_runtime"] for name in ("gomp", "omp", "vcomp")), \
@@ -104,6 +106,50 @@ def test_show_config_reports_build_and_runtime():
     tb.show_config(file=printed)
     for key in facts:
         assert f"{key}:" in printed.getvalue()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/cpuinfo")
+def test_cpu_checks_agree_with_the_kernel():
+    """The CPUID + XCR0 checks agree with Linux's flags, which the kernel clears
+    for a vector extension whose register state it does not enable."""
+    from trilinear_bwd import _openmp_helpers
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next(line for line in f if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        pytest.skip("no flags line in /proc/cpuinfo (not x86?)")
+    avx2 = {"avx", "avx2", "f16c"} <= set(flags)
+    avx512 = avx2 and {"avx512f", "avx512bw", "avx512vl"} <= set(flags)
+    assert _openmp_helpers.cpu_has_avx2_f16c() == avx2
+    assert _openmp_helpers.cpu_has_avx512() == avx512
+
+
+def _variant_in_subprocess(kernel):
+    env = dict(os.environ, TRILINEAR_BWD_KERNEL=kernel)
+    code = ("from trilinear_bwd import _dispatch\n"
+            "print(_dispatch.active_variant(), ','.join(_dispatch.available_variants()))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env)
+
+
+def test_kernel_variant_is_forced_by_the_environment():
+    """TRILINEAR_BWD_KERNEL picks any available variant; unset, the fastest runs;
+    a variant that is not available here is refused, naming the ones that are."""
+    from trilinear_bwd import _dispatch
+
+    available = _dispatch.available_variants()
+    assert available[-1] == "baseline"
+    assert available == [v for v in _dispatch.VARIANTS if v in available]  # fastest first
+    assert _variant_in_subprocess("").stdout.split()[0] == available[0]
+    for name in available:
+        result = _variant_in_subprocess(name.upper())
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [name, ",".join(available)]
+    for name in [v for v in _dispatch.VARIANTS if v not in available] + ["sse9"]:
+        result = _variant_in_subprocess(name)
+        assert result.returncode != 0
+        assert f"TRILINEAR_BWD_KERNEL={name!r} is not available here" in result.stderr
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")

@@ -173,22 +173,73 @@ def test_unaligned_workspace_is_used_in_place():
                          ids=str)
 @pytest.mark.parametrize("layout", ["ncdhw", "ndhwc"])
 def test_kernel_variants_are_bitwise_identical(dtype, shape, layout):
-    """The baseline and AVX2 builds round identically (no FMA, same order)."""
+    """The baseline, AVX2 and AVX-512 builds round identically (no FMA, same order)."""
     variants = _dispatch.available_variants()
     if len(variants) < 2:
         pytest.skip(f"only {variants} built or runnable here")
     n, c, ins, outs = shape
     g = in_layout(random_grad((n, c) + outs, dtype, seed=5), layout)
-    results = []
-    for name in variants:
-        out = out_array((n, c) + ins, g.dtype, layout)
-        plan = make_plan(validate(g, outs, (n, c) + ins, False, 0, 0, 0, out), 2)
-        ws = tb.alloc_workspace(plan.workspace_size)
-        _dispatch.kernel_module(name).KernelPlan(plan.spec).run(
-            data_address(g), data_address(out), data_address(ws) if ws.size else 0, 2)
-        results.append(bits(out))
+    results = [run_variant(name, g, (n, c) + ins, layout) for name in variants]
     for other in results[1:]:
         np.testing.assert_array_equal(other, results[0])
+
+
+def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=2,
+                stream=False):
+    """grad_input's bytes computed by kernel variant ``name`` (workspace full of 0xFF)."""
+    from trilinear_bwd import _plan
+
+    out = out_array(input_size, g.dtype, out_layout)
+    threshold = _plan.STREAM_BYTES
+    _plan.STREAM_BYTES = 0 if stream else threshold  # stream, as large outputs are
+    try:
+        plan = make_plan(validate(g, g.shape[2:], input_size, align_corners, 0, 0, 0, out),
+                         n_threads)
+    finally:
+        _plan.STREAM_BYTES = threshold
+    unit_rows = plan.spec["gin"][4][0] == 1 and plan.spec["gin"][4][3] == 1
+    assert plan.spec["stream"] == (stream and unit_rows)
+    ws = tb.alloc_workspace(plan.workspace_size)
+    ws[...] = 0xFF
+    _dispatch.kernel_module(name).KernelPlan(plan.spec).run(
+        data_address(g), data_address(out), data_address(ws) if ws.size else 0, n_threads)
+    return bits(out)
+
+
+# Row lengths around every tail of 4-, 8- and 16-lane vectors and of the W
+# gather's 8- and 16-point blocks; channel counts that fill whole vectors of
+# each width, part of one, or none.
+TAIL_SHAPES = [
+    (1, 2, (3, 4, w_in), (5, 3, w_out))
+    for w_in, w_out in [(1, 1), (3, 7), (5, 15), (8, 16), (9, 17), (13, 31), (16, 33),
+                        (17, 47), (33, 65), (40, 23), (24, 71)]
+] + [(1, c, (3, 5, 4), (4, 9, 7)) for c in (1, 3, 4, 8, 12, 16, 17, 24, 32, 40, 64)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_lay", IN_LAYOUTS)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_kernel_variants_are_bitwise_identical_on_tails_layouts_and_threads(
+        dtype, in_lay, align_corners):
+    """Every variant gives every other's bits on row lengths and channel counts
+    that leave partial vectors, on every grad_out layout, with ordinary and
+    streaming stores, for 1 to 3 threads; and the result is right."""
+    variants = _dispatch.available_variants()
+    if len(variants) < 2:
+        pytest.skip(f"only {variants} built or runnable here")
+    for k, (n, c, ins, outs) in enumerate(TAIL_SHAPES):
+        g = in_layout(random_grad((n, c) + outs, dtype, seed=k), in_lay)
+        size = (n, c) + ins
+        out_lay = OUT_LAYOUTS[k % 2]
+        expected = run_variant("baseline", g, size, out_lay, align_corners, 1)
+        for name in variants:
+            for n_threads, stream in ((1, False), (2, True), (3, False)):
+                got = run_variant(name, g, size, out_lay, align_corners, n_threads, stream)
+                np.testing.assert_array_equal(got, expected,
+                                              err_msg=f"{name} {size} {n_threads}t")
+        result = expected.view(g.dtype).reshape(
+            np.ascontiguousarray(out_array(size, g.dtype, out_lay)).shape)
+        assert_matches_reference(result, g, size, align_corners)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -283,3 +334,16 @@ def test_one_call_writes_into_out():
     out = np.full((1, 2, 3, 3, 3), np.nan)
     assert tb.upsample_trilinear3d_backward(g, (1, 2, 3, 3, 3), out=out) is out
     assert_matches_reference(out, g, (1, 2, 3, 3, 3))
+
+
+@pytest.mark.parametrize("planes", [0, 3])
+def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes):
+    """A plan asking an item for planes the kernel has no room for is a
+    plan/kernel mismatch, refused when the KernelPlan is built."""
+    g = in_layout(random_grad((1, 4, 6, 5, 4), "float32"), "ndhwc")
+    out = out_array((1, 4, 16, 3, 2), g.dtype, "ndhwc")
+    spec = make_plan(validate(g, (6, 5, 4), (1, 4, 16, 3, 2), False, 0, 0, 0, out), 1).spec
+    assert spec["planes_per_item"] == 2
+    for name in _dispatch.available_variants():
+        with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):
+            _dispatch.kernel_module(name).KernelPlan(dict(spec, planes_per_item=planes))

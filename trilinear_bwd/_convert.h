@@ -95,11 +95,58 @@ static inline uint16_t tb_float_to_half(float f)
 #endif
 }
 
-/* Contiguous blocks, the hot case: eight lanes at a time where F16C exists. */
+/*
+ * float16 / bfloat16 elements widened to a vector of float32 (see _simd.h),
+ * for the row sums that read 16-bit rows in place (_row_sums.h) and the
+ * block conversions below: F16C's or AVX-512's vcvtph2ps for float16, a
+ * 16-bit shift for bfloat16 (widening is exact either way).  With masks, the
+ * first n elements only, zeros after them.
+ */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define TB_HAVE_HALF_VECTORS 1
+TB_ALWAYS_INLINE __m512 tb_widen_vec(__m256i h, int bf16)
+{
+    return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
+                : _mm512_cvtph_ps(h);
+}
+TB_ALWAYS_INLINE __m512 tb_load_half(const uint16_t *p, int bf16)
+{
+    return tb_widen_vec(_mm256_loadu_si256((const __m256i *)p), bf16);
+}
+TB_ALWAYS_INLINE __m512 tb_load_half_head(const uint16_t *p, int64_t n, int bf16)
+{
+    return tb_widen_vec(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1u), p), bf16);
+}
+#elif TB_HAVE_F16C && defined(__AVX2__)
+#define TB_HAVE_HALF_VECTORS 1
+TB_ALWAYS_INLINE __m256 tb_load_half(const uint16_t *p, int bf16)
+{
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                : _mm256_cvtph_ps(h);
+}
+#else
+#define TB_HAVE_HALF_VECTORS 0
+#endif
+
+TB_ALWAYS_INLINE float tb_widen1(uint16_t h, int bf16)
+{
+    return bf16 ? tb_bf16_to_float(h) : tb_half_to_float(h);
+}
+
+/* Contiguous blocks, the hot case: a vector at a time where F16C exists. */
 static inline void tb_half_to_float_n(float *restrict dst, const uint16_t *restrict src, int64_t n)
 {
     int64_t k = 0;
-#if TB_HAVE_F16C
+#if defined(__AVX512F__) && TB_HAVE_HALF_VECTORS
+    for (; k + 16 <= n; k += 16)
+        _mm512_storeu_ps(dst + k, tb_load_half(src + k, 0));
+    if (k < n)
+        _mm512_mask_storeu_ps(dst + k, (__mmask16)((1u << (n - k)) - 1u),
+                              tb_load_half_head(src + k, n - k, 0));
+    return;
+#elif TB_HAVE_F16C
     for (; k + 8 <= n; k += 8)
         _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
 #endif
@@ -110,104 +157,24 @@ static inline void tb_half_to_float_n(float *restrict dst, const uint16_t *restr
 static inline void tb_float_to_half_n(uint16_t *restrict dst, const float *restrict src, int64_t n)
 {
     int64_t k = 0;
-#if TB_HAVE_F16C
+#if defined(__AVX512F__) && TB_HAVE_HALF_VECTORS
+    for (; k + 16 <= n; k += 16)
+        _mm256_storeu_si256((__m256i *)(dst + k),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT));
+    if (k < n) {
+        const __mmask16 head = (__mmask16)((1u << (n - k)) - 1u);
+        _mm256_mask_storeu_epi16(dst + k, head,
+                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(head, src + k),
+                                                 _MM_FROUND_TO_NEAREST_INT));
+    }
+    return;
+#elif TB_HAVE_F16C
     for (; k + 8 <= n; k += 8)
         _mm_storeu_si128((__m128i *)(dst + k),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT));
 #endif
     for (; k < n; ++k)
         dst[k] = tb_float_to_half(src[k]);
-}
-
-/*
- * The D pass reading 16-bit grad_out rows in place: acc[k] is the sum over
- * the terms ptr[0] <= t < ptr[1] of w[t] * widen(rows[src[t] * stride + k]),
- * as tb_reduce_rows does for float32 (widening is exact, so the roundings and
- * their order are the same): each vector of acc summed over up to 8 terms
- * in a register, rows prefetched ahead.  BF16 is a compile-time constant in
- * each copy, so the widening is chosen once.
- */
-#define TB_HALF_GROUP 8
-
-TB_ALWAYS_INLINE float tb_widen1(uint16_t h, int bf16)
-{
-    return bf16 ? tb_bf16_to_float(h) : tb_half_to_float(h);
-}
-
-#if TB_HAVE_F16C && defined(__AVX2__)
-TB_ALWAYS_INLINE __m256 tb_widen8(const uint16_t *p, int bf16)
-{
-    const __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                : _mm256_cvtph_ps(h);
-}
-#endif
-
-TB_ALWAYS_INLINE void tb_sum_half_rows(float *restrict acc, const uint16_t *const *x,
-                                       const float *restrict w, int64_t m, int64_t n,
-                                       int first, int bf16)
-{
-    int64_t k = 0;
-#if TB_HAVE_F16C && defined(__AVX2__)
-    __m256 wv[TB_HALF_GROUP];
-    for (int64_t j = 0; j < m; ++j)
-        wv[j] = _mm256_set1_ps(w[j]);
-    for (; k + 8 <= n; k += 8) {
-        __m256 a = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + k);
-        for (int64_t j = 0; j < m; ++j) {
-            _mm_prefetch((const char *)(x[j] + k) + 512, _MM_HINT_T0);
-            a = _mm256_add_ps(a, _mm256_mul_ps(wv[j], tb_widen8(x[j] + k, bf16)));
-        }
-        _mm256_storeu_ps(acc + k, a);
-    }
-#endif
-    for (; k < n; ++k) {
-        float a = first ? 0.0f : acc[k];
-        for (int64_t j = 0; j < m; ++j)
-            a = a + w[j] * tb_widen1(x[j][k], bf16);
-        acc[k] = a;
-    }
-}
-
-TB_ALWAYS_INLINE void tb_reduce_half_row_body(float *restrict acc, const uint16_t *rows,
-                                              int64_t stride, const int64_t *restrict ptr,
-                                              const int64_t *restrict src,
-                                              const float *restrict w, int64_t n, int bf16)
-{
-    const uint16_t *x[TB_HALF_GROUP];
-    const int64_t t0 = ptr[0], t1 = ptr[1];
-    if (t0 == t1)
-        for (int64_t k = 0; k < n; ++k)
-            acc[k] = 0.0f;
-    for (int64_t t = t0; t < t1;) {
-        const int64_t m = t1 - t < TB_HALF_GROUP ? t1 - t : TB_HALF_GROUP;
-        for (int64_t j = 0; j < m; ++j)
-            x[j] = rows + src[t + j] * stride;
-        switch (m) {
-#define TB_HALF_TERMS(M)                                                                    \
-        case M: tb_sum_half_rows(acc, x, w + t, M, n, t == t0, bf16); break;
-        TB_HALF_TERMS(1)
-        TB_HALF_TERMS(2)
-        TB_HALF_TERMS(3)
-        TB_HALF_TERMS(4)
-        TB_HALF_TERMS(5)
-        TB_HALF_TERMS(6)
-        TB_HALF_TERMS(7)
-#undef TB_HALF_TERMS
-        default: tb_sum_half_rows(acc, x, w + t, TB_HALF_GROUP, n, t == t0, bf16);
-        }
-        t += m;
-    }
-}
-
-static inline void tb_reduce_half_row(float *restrict acc, const uint16_t *rows, int64_t stride,
-                                      const int64_t *restrict ptr, const int64_t *restrict src,
-                                      const float *restrict w, int64_t n, int bf16)
-{
-    if (bf16)
-        tb_reduce_half_row_body(acc, rows, stride, ptr, src, w, n, 1);
-    else
-        tb_reduce_half_row_body(acc, rows, stride, ptr, src, w, n, 0);
 }
 
 /* 1 when this translation unit was compiled with the F16C fast path. */

@@ -1,15 +1,23 @@
 """Pick the kernel variant for this processor, once, at first use.
 
-``TRILINEAR_BWD_KERNEL=baseline`` (or ``avx2``) overrides the choice, for
-tests and for measuring one variant against the other.
+``TRILINEAR_BWD_KERNEL=baseline`` (or ``avx2``, ``avx512``) overrides the
+choice, for tests and for measuring one variant against another.
 """
 
+import contextlib
 import importlib
 import os
 
 from . import _openmp_helpers
 
-VARIANTS = ("avx2", "baseline")
+# Fastest first; each but the baseline needs the processor (and OS) support
+# its test reports.
+VARIANTS = ("avx512", "avx2", "baseline")
+_SUPPORTED = {
+    "avx512": _openmp_helpers.cpu_has_avx512,
+    "avx2": _openmp_helpers.cpu_has_avx2_f16c,
+    "baseline": lambda: True,
+}
 _chosen = None
 
 
@@ -23,7 +31,7 @@ def available_variants():
     """
     names = []
     for name in VARIANTS:
-        if name == "avx2" and not _openmp_helpers.cpu_has_avx2_f16c():
+        if not _SUPPORTED[name]():
             continue
         try:
             importlib.import_module(f"trilinear_bwd._kernels_{name}")
@@ -38,7 +46,7 @@ def kernel_module(name=None):
 
     Parameters
     ----------
-    name : {"avx2", "baseline"} or None
+    name : {"avx512", "avx2", "baseline"} or None
         None picks ``$TRILINEAR_BWD_KERNEL`` if set, else the fastest variant
         this processor runs.
     """
@@ -62,3 +70,20 @@ def kernel_module(name=None):
 def active_variant():
     """Return the name of the variant :func:`kernel_module` uses."""
     return kernel_module().__name__.rsplit("_", 1)[-1]
+
+
+@contextlib.contextmanager
+def forced(name):
+    """Within the block, :func:`kernel_module` returns variant ``name``.
+
+    For measuring variants side by side in one process (the benchmark):
+    executors take their kernel when they are created, so an executor made
+    inside the block keeps variant ``name`` after it.  Not thread-safe.
+    """
+    global _chosen
+    saved = _chosen
+    _chosen = kernel_module(name)
+    try:
+        yield
+    finally:
+        _chosen = saved

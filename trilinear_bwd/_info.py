@@ -26,8 +26,9 @@ def config():
         ``_OPENMP`` macro and the specification it names); ``openmp_runtime``
         (the runtime libraries loaded in this process, the package's own
         first); ``default_threads`` (the team size ``num_threads=None`` gives
-        now) and ``processors``; ``cpu_avx2_f16c`` (whether this processor
-        can run the AVX2 variant); ``kernel_variants`` (the variants built and
+        now) and ``processors``; ``cpu_avx2_f16c`` and ``cpu_avx512``
+        (whether this processor and its OS can run the AVX2 and the AVX-512
+        variant); ``kernel_variants`` (the variants built and
         runnable here, fastest first) and ``active_variant`` (the one calls
         use); ``environment`` (the variables that change those choices).
     """
@@ -55,6 +56,7 @@ def config():
         "default_threads": _openmp_helpers.effective_n_threads(None),
         "processors": _openmp_helpers.num_procs(),
         "cpu_avx2_f16c": _openmp_helpers.cpu_has_avx2_f16c(),
+        "cpu_avx512": _openmp_helpers.cpu_has_avx512(),
         "kernel_variants": _dispatch.available_variants(),
         "active_variant": _dispatch.active_variant(),
         "environment": env or "no OMP_* or TRILINEAR_BWD_KERNEL variables set",

@@ -23,18 +23,12 @@ cdef extern from "_convert.h" nogil:
     uint16_t tb_float_to_half_soft(float f) noexcept
     void tb_half_to_float_n(float* dst, const uint16_t* src, int64_t n) noexcept
     void tb_float_to_half_n(uint16_t* dst, const float* src, int64_t n) noexcept
-    void tb_reduce_half_row(float* acc, const uint16_t* rows, int64_t stride,
-                            const int64_t* ptr, const int64_t* src, const float* w,
-                            int64_t n, int bf16) noexcept
     int tb_have_f16c() noexcept
 
-cdef extern from "_axpy.h" nogil:
-    void tb_w_channels_f32(float* out, const float* row, const int64_t* ptr,
-                           const int64_t* src, const float* w, int64_t n_in,
-                           int64_t v, int stream) noexcept
-    void tb_w_channels_f64(double* out, const double* row, const int64_t* ptr,
-                           const int64_t* src, const double* w, int64_t n_in,
-                           int64_t v, int stream) noexcept
+cdef extern from "_row_sums.h" nogil:
+    void tb_reduce_half_rows(float* acc, int64_t acc_stride, const uint16_t* rows,
+                             int64_t stride, const int64_t* ptr, const int64_t* src,
+                             const float* w, int64_t n_rows, int64_t n, int bf16) noexcept
     void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
                             int64_t stride, const int64_t* ptr, const int64_t* src,
                             const float* w, int64_t n_rows, int64_t n, int prefetch) noexcept
@@ -48,11 +42,19 @@ cdef extern from "_axpy.h" nogil:
     void tb_axpy2_f64(double* acc, double w0, const double* x0, double w1, const double* x1,
                       int64_t n, int first) noexcept
 
+cdef extern from "_w_channels.h" nogil:
+    void tb_w_channels_f32(float* out, const float* row, const int64_t* ptr,
+                           const int64_t* src, const float* w, int64_t n_in,
+                           int64_t v, int stream) noexcept
+    void tb_w_channels_f64(double* out, const double* row, const int64_t* ptr,
+                           const int64_t* src, const double* w, int64_t n_in,
+                           int64_t v, int stream) noexcept
+
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
     void tb_store_fence() noexcept
 
-cdef extern from "_gather.h" nogil:
+cdef extern from "_w_gather.h" nogil:
     void tb_gather_f32(float* out, const float* row, const float* weight,
                        const int32_t* src, const int32_t* rel, const int32_t* window,
                        const int8_t* mode, const int32_t* block_window, int64_t n,
@@ -85,7 +87,7 @@ ctypedef struct Axis:
     const int64_t* src
     const void* weight
     # The same terms padded to ``width`` per input point and blocked by 8
-    # points, for the channels-first W pass (see _gather.h).
+    # points, for the channels-first W pass (see _w_gather.h).
     int64_t width
     const int32_t* padded_src
     const void* padded_weight
@@ -123,8 +125,8 @@ ctypedef struct Problem:
     bint out_direct        # the W pass writes grad_input rows in place (accumulation type,
                            # unit stride), with streaming stores if ``stream``
     int64_t nb2            # slice b is (b // nb2, b % nb2)
-    int64_t n_items        # slices * groups of input planes: the units of parallel work
-    int64_t group          # input planes per item: 1, or 2 in channels-last mode
+    int64_t n_items        # slices * items per slice: the units of parallel work
+    int64_t planes_per_item  # input planes an item computes: 1, or 2 in channels-last mode
     int64_t oh
     int64_t ring           # rows of acc_d: oh, or the channels-last ring (see _plan.py)
     const int64_t* ring_src  # the H table's src, modulo ring: the acc_d row of each term
@@ -151,7 +153,7 @@ cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
 
 cdef inline void axpy(floating* acc, floating w, const floating* x, int64_t n,
                       bint first) noexcept nogil:
-    # acc = (first ? 0 : acc) + w * x  (see _axpy.h).
+    # acc = (first ? 0 : acc) + w * x  (see _row_sums.h).
     if floating is float:
         tb_axpy_f32(acc, w, x, n, first)
     else:
@@ -269,7 +271,7 @@ cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* 
                              bint prefetch) noexcept nogil:
     # Rows r < n_rows of acc (acc_stride apart): the sum over the terms
     # ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :]; ``prefetch``
-    # when the rows come from memory (grad_out) rather than cache (see _axpy.h).
+    # when the rows come from memory (grad_out) rather than cache (see _row_sums.h).
     if floating is float:
         tb_reduce_rows_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
     else:

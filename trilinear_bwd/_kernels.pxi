@@ -1,5 +1,6 @@
 # The backward kernel, compiled once per instruction-set variant: see
-# _kernels_baseline.pyx and _kernels_avx2.pyx, which only include this file.
+# _kernels_baseline.pyx, _kernels_avx2.pyx and _kernels_avx512.pyx, which only
+# include this file.
 #
 # Work is split into items (slice b, input plane a), or (slice b, planes a
 # and a + 1) in channels-last mode.  An item reads the grad_out planes that
@@ -33,7 +34,7 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_float_to_half_soft,
     tb_half_to_float,
     tb_half_to_float_soft,
-    tb_reduce_half_row,
+    tb_reduce_half_rows,
     tb_have_f16c,
     tb_store_fence,
     w_pass,
@@ -42,8 +43,10 @@ from trilinear_bwd._openmp cimport omp_get_thread_num
 
 import numpy as np
 
-# Most input planes a channels-last item covers (Problem.group).
-DEF MAX_GROUP = 2
+cdef enum:
+    # Most input planes one item computes (Problem.planes_per_item): the
+    # size of the per-item state in _item.
+    MAX_PLANES_PER_ITEM = 2
 
 
 cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* ptr,
@@ -62,8 +65,8 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* p
         return
     if floating is float:
         if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16:
-            tb_reduce_half_row(acc, (<const uint16_t*> gout) + base, stride, ptr, src, w, n,
-                               p.read_mode == READ_BFLOAT16)
+            tb_reduce_half_rows(acc, 0, (<const uint16_t*> gout) + base, stride, ptr, src, w,
+                                1, n, p.read_mode == READ_BFLOAT16)
             return
     # READ_CONVERT: two rows at a time gathered into ``conv`` first.
     if t0 == t1:
@@ -92,13 +95,14 @@ cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating
                   <void*> ((<char*> ws) + p.off_narrow))
 
 
-cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
-                 int64_t item) noexcept nogil:
-    # Item = (slice b, input planes a0 .. a0 + p.group - 1).
-    cdef int64_t n_groups = (p.id + p.group - 1) // p.group
-    cdef int64_t b = item // n_groups
-    cdef int64_t a0 = (item - b * n_groups) * p.group
-    cdef int64_t n_planes = min(p.group, p.id - a0)
+cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
+                int64_t item) noexcept nogil:
+    # Item = (slice b, input planes a0 .. a0 + p.planes_per_item - 1).
+    cdef int64_t per_item = p.planes_per_item
+    cdef int64_t items_per_slice = (p.id + per_item - 1) // per_item
+    cdef int64_t b = item // items_per_slice
+    cdef int64_t a0 = (item - b * items_per_slice) * per_item
+    cdef int64_t n_planes = min(per_item, p.id - a0)
     cdef int64_t b1 = b // p.nb2
     cdef int64_t b2 = b - b1 * p.nb2
     cdef int64_t L = p.L
@@ -114,7 +118,7 @@ cdef void _plane(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a0 * p.gin.s_d
     cdef int64_t y, row, g, first, last
     cdef floating* ring
-    cdef int64_t done[MAX_GROUP]
+    cdef int64_t done[MAX_PLANES_PER_ITEM]
 
     if p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
@@ -179,12 +183,12 @@ cdef void _run(const Problem* p, const char* gout, char* gin, char* ws,
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
             seen[tid] = 1
-            _plane[double](p, gout, gin, <double*> (base + tid * p.slot_bytes), item)
+            _item[double](p, gout, gin, <double*> (base + tid * p.slot_bytes), item)
     else:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
             seen[tid] = 1
-            _plane[float](p, gout, gin, <float*> (base + tid * p.slot_bytes), item)
+            _item[float](p, gout, gin, <float*> (base + tid * p.slot_bytes), item)
 
 
 cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
@@ -242,9 +246,10 @@ cdef class KernelPlan:
         self._keep.append(ring_src)
         self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         self.p.id = spec["id"]
-        self.p.group = spec["group"]
-        if not 1 <= self.p.group <= MAX_GROUP:  # a plan/kernel mismatch, not user input
-            raise ValueError(f"group must be 1..{MAX_GROUP}, got {self.p.group}")
+        self.p.planes_per_item = spec["planes_per_item"]
+        if not 1 <= self.p.planes_per_item <= MAX_PLANES_PER_ITEM:  # a plan/kernel mismatch
+            raise ValueError(f"planes_per_item must be 1..{<int> MAX_PLANES_PER_ITEM}, "
+                             f"got {self.p.planes_per_item}")
         self.p.ih = spec["ih"]
         self.p.v = spec["v"]
         self.p.L = spec["L"]

@@ -9,16 +9,68 @@ from trilinear_bwd._openmp cimport (
 
 cdef extern from *:
     """
-    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    static int tb_cpu_has_avx2_f16c(void) {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    /* What the processor offers (CPUID) and what the operating system saves
+     * on a context switch (XCR0, read with xgetbv): a vector instruction set
+     * is usable only if both say so.  XCR0 bits: 1 XMM, 2 YMM (upper halves),
+     * 5 opmask registers, 6 upper halves of ZMM0-15, 7 ZMM16-31. */
+    #define TB_XCR0_AVX 0x06u
+    #define TB_XCR0_AVX512 0xe6u
+    #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+    #include <cpuid.h>
+    static int tb_cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+        return __get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]);
     }
+    static unsigned long long tb_xcr0(void) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        return ((unsigned long long)hi << 32) | lo;
+    }
+    #define TB_HAVE_CPUID 1
+    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+    #include <intrin.h>
+    #include <immintrin.h>
+    static int tb_cpuid(unsigned leaf, unsigned sub, unsigned r[4]) {
+        int regs[4];
+        __cpuid(regs, 0);
+        if ((unsigned)regs[0] < leaf) return 0;
+        __cpuidex(regs, (int)leaf, (int)sub);
+        for (int i = 0; i < 4; ++i) r[i] = (unsigned)regs[i];
+        return 1;
+    }
+    static unsigned long long tb_xcr0(void) { return _xgetbv(0); }
+    #define TB_HAVE_CPUID 1
     #else
-    static int tb_cpu_has_avx2_f16c(void) { return 0; }
+    #define TB_HAVE_CPUID 0
     #endif
+
+    /* 1 if the CPU has AVX (and, with avx512, AVX-512 F/BW/VL), AVX2 and F16C,
+     * and the OS enables the matching register state. */
+    static int tb_cpu_vector_support(int avx512) {
+    #if TB_HAVE_CPUID
+        unsigned l1[4], l7[4];
+        if (!tb_cpuid(1, 0, l1) || !tb_cpuid(7, 0, l7))
+            return 0;
+        const int osxsave = (l1[2] >> 27) & 1, avx = (l1[2] >> 28) & 1, f16c = (l1[2] >> 29) & 1;
+        const int avx2 = (l7[1] >> 5) & 1;
+        if (!(osxsave && avx && f16c && avx2))
+            return 0;   /* without OSXSAVE, xgetbv itself is not allowed */
+        const unsigned long long need = avx512 ? TB_XCR0_AVX512 : TB_XCR0_AVX;
+        if ((tb_xcr0() & need) != need)
+            return 0;
+        if (!avx512)
+            return 1;
+        const int f = (l7[1] >> 16) & 1, bw = (l7[1] >> 30) & 1, vl = (l7[1] >> 31) & 1;
+        return f && bw && vl;
+    #else
+        (void)avx512;
+        return 0;
+    #endif
+    }
+    static int tb_cpu_has_avx2_f16c(void) { return tb_cpu_vector_support(0); }
+    static int tb_cpu_has_avx512(void) { return tb_cpu_vector_support(1); }
     """
     int tb_cpu_has_avx2_f16c() noexcept nogil
+    int tb_cpu_has_avx512() noexcept nogil
 
 
 def openmp_enabled():
@@ -77,5 +129,15 @@ def effective_n_threads(n_threads=None):
 
 
 def cpu_has_avx2_f16c():
-    """Return True if this processor can run the AVX2 + F16C kernel variant."""
+    """Return True if this processor and OS can run the AVX2 + F16C kernel variant."""
     return bool(tb_cpu_has_avx2_f16c())
+
+
+def cpu_has_avx512():
+    """Return True if this processor and OS can run the AVX-512 kernel variant.
+
+    The processor must report AVX-512 F, BW and VL, AVX2 and F16C (CPUID), and
+    the operating system must save the opmask and ZMM registers on a context
+    switch (XCR0 bits 5-7, with the XMM and YMM bits 1-2).
+    """
+    return bool(tb_cpu_has_avx512())

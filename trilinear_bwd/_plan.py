@@ -51,10 +51,10 @@ READ_IN_PLACE, READ_FLOAT16, READ_BFLOAT16, READ_CONVERT = 0, 1, 2, 3
 # grad_input of this many bytes or more is written with streaming stores
 # (see _store.h and docs/design.md for the measurement behind the number).
 STREAM_BYTES = 16 * 2**20
-# Input planes per channels-last work item (at most MAX_GROUP in _kernels.pxi).
-# A pair shares most of its grad_out reads (cold, 2 threads: unet-x2 NDHWC
-# 4.6 ms against 5.0 with one plane per item); four balance worse.
-CHANNELS_LAST_GROUP = 2
+# Input planes per channels-last work item (at most MAX_PLANES_PER_ITEM in
+# _kernels.pxi): a pair shares most of its grad_out reads; four balance worse
+# (measurements in docs/performance.md).
+CHANNELS_LAST_PLANES_PER_ITEM = 2
 
 
 def _round_up(nbytes):
@@ -175,7 +175,7 @@ def make_plan(args, n_threads):
     stream = unit_rows and gi.nbytes >= STREAM_BYTES
     # float32/float64 rows are written in place by the W pass; when streamed,
     # only where it can issue the streaming stores itself: the channels-first
-    # gather, and channels-last rows whose C fills whole vectors (_axpy.h).
+    # gather, and channels-last rows of a multiple of 8 channels (_w_channels.h).
     out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1
                                                                or v % 8 == 0)
 
@@ -186,7 +186,7 @@ def make_plan(args, n_threads):
         )
     ]
     # Each acc_h row keeps the zero sentinel of the padded W table and 16
-    # spare elements for the windowed reads of _gather.h; rows start on a line.
+    # spare elements for the windowed reads of _w_gather.h; rows start on a line.
     h_stride = _round_up((length + 17) * acc.itemsize) // acc.itemsize
     conv = 2 * length if read_mode == READ_CONVERT else 0
     # Channels-last reduces each H row over W at once: one acc_h row suffices.
@@ -194,10 +194,10 @@ def make_plan(args, n_threads):
     # Channels-last items take two input planes row by row (see _kernels.pxi),
     # unless that would leave fewer than 4 items per thread to balance.
     slices = n if channels_last else n * c
-    group = 1
-    if v > 1 and slices * -(-id_ // CHANNELS_LAST_GROUP) >= 4 * n_threads:
-        group = CHANNELS_LAST_GROUP
-    sizes = [group * ring * length, (ih if v == 1 else 1) * h_stride, conv,
+    per_item = 1
+    if v > 1 and slices * -(-id_ // CHANNELS_LAST_PLANES_PER_ITEM) >= 4 * n_threads:
+        per_item = CHANNELS_LAST_PLANES_PER_ITEM
+    sizes = [per_item * ring * length, (ih if v == 1 else 1) * h_stride, conv,
              0 if out_direct else iw * v]
     narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
     offsets, slot = [], 0
@@ -207,7 +207,7 @@ def make_plan(args, n_threads):
     offsets.append(slot)  # in bytes: the narrow row is not in the accumulation type
     slot += _round_up(narrow_bytes)
 
-    n_items = slices * -(-id_ // group)
+    n_items = slices * -(-id_ // per_item)
     n_slots = max(1, min(n_threads, n_items))
     workspace = n_slots * slot + LINE if n_items else 0
     spec = {
@@ -218,7 +218,7 @@ def make_plan(args, n_threads):
         "out_direct": out_direct,
         "nb2": 1 if channels_last else c,
         "n_items": n_items,
-        "group": group,
+        "planes_per_item": per_item,
         "oh": oh,
         "ring": ring,
         "id": id_,

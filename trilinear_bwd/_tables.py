@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-# How the vector W pass reads one (block, k) of the padded table (_gather.h).
+# How the vector W pass reads one (block, k) of the padded table (_w_gather.h).
 GATHER, WINDOW8, WINDOW16 = 0, 1, 2
 
 
@@ -186,7 +186,7 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel):
         padded_src[target[order], slot] = src
         padded_weight[target[order], slot] = weight
         real[target[order], slot] = True
-    # Blocks of 8 points, k-major inside a block (the layout _gather.h reads).
+    # Blocks of 8 points, k-major inside a block (the layout _w_gather.h reads).
     padded_src = padded_src.reshape(blocks, 8, width).transpose(0, 2, 1)
     padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
     real = real.reshape(blocks, 8, width).transpose(0, 2, 1)

@@ -15,7 +15,9 @@ defines the limit, and once split over as many threads as the kernel uses)
 and reports, per case, the time, the speedup over torch, the speedup from
 one thread to all, and the percentage of the bandwidth limit
 ``(bytes(grad_out) + bytes(grad_input)) / bandwidth`` that was reached,
-against both copies.
+against both copies.  ``--variants avx512,avx2`` times several kernel
+variants side by side in the same rounds (each on all threads and on one),
+the first one in the main columns.
 
 Timing is not a test: the numbers depend on the machine and on what else runs
 on it.  Compare ratios measured side by side in one run.
@@ -119,13 +121,17 @@ def _torch_call(grad_out, input_size, align_corners):
     return run
 
 
-def _ours_call(grad_out, input_size, align_corners, layout, num_threads):
+def _ours_call(grad_out, input_size, align_corners, layout, num_threads, variant=None):
+    import contextlib
+
     import trilinear_bwd as tb
+    from trilinear_bwd import _dispatch
 
     out = _empty(input_size, grad_out.dtype, layout)
-    size, executor = tb.get_workspace_size(grad_out, grad_out.shape[2:], input_size,
-                                           align_corners, 0.0, 0.0, 0.0, out,
-                                           num_threads=num_threads)
+    with _dispatch.forced(variant) if variant else contextlib.nullcontext():
+        size, executor = tb.get_workspace_size(grad_out, grad_out.shape[2:], input_size,
+                                               align_corners, 0.0, 0.0, 0.0, out,
+                                               num_threads=num_threads)
     executor.set_repeatable()
     workspace = tb.alloc_workspace(size)
 
@@ -135,6 +141,9 @@ def _ours_call(grad_out, input_size, align_corners, layout, num_threads):
     run.out = out
     return run
 
+
+# How the rounds of a contender are summarised (--stat).
+STATS = {"median": np.median, "min": np.min}
 
 # Read before every timed call in "cold" mode: twice the 260 MB of
 # last-level cache the CI machine reports.
@@ -158,21 +167,31 @@ def _evicter(cache):
     return evict
 
 
-def measure(case, repeat, num_threads, with_torch, seed=0, cache="cold"):
+def measure(case, repeat, num_threads, with_torch, seed=0, cache="cold", variants=None,
+            stat="median"):
     """Time one case; return a dict of results (times in seconds).
 
     ``cache`` is "cold" (every timed call starts with none of the data in
     cache) or "warm" (each timed call follows an untimed one of the same
-    contender).
+    contender).  ``variants`` (kernel variant names) are timed in the same
+    rounds: the first as ``ours`` / ``ours_1t``, each other one ``v`` as
+    ``ours_v`` / ``ours_1t_v``; None times the active variant alone.  ``stat``
+    is how the rounds are summarised: "median", or "min" on a machine shared
+    with other work, where a preempted call is slower by the time it lost.
     """
     name, (n, c), ins, outs, layout, dtype, align = case
     values = np.random.default_rng(seed).standard_normal((n, c) + outs, dtype=np.float32)
     grad_out = _layout(values.astype(_dtype(dtype)), layout)
     input_size = (n, c) + ins
+    first, *others = variants or [None]
     contenders = {
-        "ours": _ours_call(grad_out, input_size, align, layout, num_threads),
-        "ours_1t": _ours_call(grad_out, input_size, align, layout, 1),
+        "ours": _ours_call(grad_out, input_size, align, layout, num_threads, first),
+        "ours_1t": _ours_call(grad_out, input_size, align, layout, 1, first),
     }
+    for v in others:
+        contenders[f"ours_{v}"] = _ours_call(grad_out, input_size, align, layout,
+                                             num_threads, v)
+        contenders[f"ours_1t_{v}"] = _ours_call(grad_out, input_size, align, layout, 1, v)
     if with_torch:
         contenders["torch"] = _torch_call(grad_out, input_size, align)
     for run in contenders.values():  # warm-up: first touch, caches, thread pools
@@ -201,15 +220,15 @@ def measure(case, repeat, num_threads, with_torch, seed=0, cache="cold"):
         "bytes": int(grad_out.nbytes + contenders["ours"].out.nbytes),
     }
     for key, values_ in times.items():
-        result[f"{key}_s"] = float(np.median(values_))
+        result[f"{key}_s"] = float(STATS[stat](values_))
     return result
 
 
 def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, bandwidth=None,
-                  progress=None, cache="cold"):
+                  progress=None, cache="cold", variants=None, stat="median"):
     """Run every case; return ``{"machine": ..., "bandwidth": ..., "results": [...]}``.
 
-    ``cache`` is passed to :func:`measure`.
+    ``cache``, ``variants`` and ``stat`` are passed to :func:`measure`.
     """
     import trilinear_bwd as tb
     from trilinear_bwd import _dispatch, _openmp_helpers
@@ -226,10 +245,15 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
     bw_all = copy_bandwidth(threads=threads) if threads > 1 else bw
     results = []
     for case in cases:
-        r = measure(case, repeat, num_threads, with_torch, cache=cache)
+        r = measure(case, repeat, num_threads, with_torch, cache=cache, variants=variants,
+                    stat=stat)
         limit = r["bytes"] / bw
         r["limit_s"] = limit
         r["percent_of_limit"] = 100.0 * limit / r["ours_s"]
+        for v in (variants or [])[1:]:
+            r[f"percent_of_limit_{v}"] = 100.0 * limit / r[f"ours_{v}_s"]
+            r[f"speedup_over_{v}"] = r[f"ours_{v}_s"] / r["ours_s"]
+            r[f"speedup_over_{v}_1t"] = r[f"ours_1t_{v}_s"] / r["ours_1t_s"]
         r["percent_of_all_threads_copy"] = 100.0 * r["bytes"] / bw_all / r["ours_s"]
         r["thread_scaling"] = r["ours_1t_s"] / r["ours_s"]
         if with_torch:
@@ -241,7 +265,8 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "threads": _openmp_helpers.effective_n_threads(num_threads),
-        "kernel_variant": _dispatch.active_variant(),
+        "kernel_variant": variants[0] if variants else _dispatch.active_variant(),
+        "other_variants": list((variants or [])[1:]),
         "trilinear_bwd": tb.__version__,
         "numpy": np.__version__,
     }
@@ -251,7 +276,7 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
         machine["torch"] = torch.__version__
         machine["torch_threads"] = torch.get_num_threads()
     return {"machine": machine, "bandwidth_bytes_per_s": bw,
-            "all_threads_bandwidth_bytes_per_s": bw_all, "repeat": repeat, "cache": cache,
+            "all_threads_bandwidth_bytes_per_s": bw_all, "repeat": repeat, "cache": cache, "stat": stat,
             "results": results}
 
 
@@ -262,6 +287,11 @@ def format_table(report):
     if torch:
         head += ["torch (ms)", "speedup vs torch"]
     head += ["% of bandwidth limit", f"% of {report['machine']['threads']}-thread copy"]
+    first = report["machine"]["kernel_variant"]
+    others = report["machine"].get("other_variants", [])
+    for v in others:
+        head += [f"{v} (ms)", f"{v} 1 thread (ms)", f"{first} speedup over {v}",
+                 "... on 1 thread", f"{v} % of limit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report["results"]:
         row = [r["case"] + ("" if r["case"].endswith("-ac") or not r["align_corners"] else " ac"),
@@ -270,6 +300,10 @@ def format_table(report):
         if torch:
             row += [f"{1e3 * r['torch_s']:.1f}", f"{r['speedup_vs_torch']:.1f}x"]
         row += [f"{r['percent_of_limit']:.0f}%", f"{r['percent_of_all_threads_copy']:.0f}%"]
+        for v in others:
+            row += [f"{1e3 * r[f'ours_{v}_s']:.2f}", f"{1e3 * r[f'ours_1t_{v}_s']:.2f}",
+                    f"{r[f'speedup_over_{v}']:.2f}x", f"{r[f'speedup_over_{v}_1t']:.2f}x",
+                    f"{r[f'percent_of_limit_{v}']:.0f}%"]
         lines.append("| " + " | ".join(row) + " |")
     m = report["machine"]
     lines.append("")
@@ -277,8 +311,9 @@ def format_table(report):
         f"Bandwidth limit from a plain copy: {report['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s "
         f"(np.copyto, read + write, one thread); the same copy on {m['threads']} thread(s) "
         f"moves {report['all_threads_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s. "
-        f"{m['threads']} thread(s), kernel variant `{m['kernel_variant']}`, "
-        f"median of {report['repeat']} interleaved rounds, "
+        f"{m['threads']} thread(s), kernel variant `{m['kernel_variant']}`"
+        + "".join(f" and `{v}`" for v in others) + ", "
+        f"{report.get('stat', 'median')} of {report['repeat']} interleaved rounds, "
         f"{report.get('cache', 'cold')} caches"
         + (f", torch {m['torch']} on {m['torch_threads']} thread(s)" if torch else "") + "."
     )
@@ -337,6 +372,11 @@ def main(argv=None):
                    help="cache state at the start of each timed call (default: cold)")
     p.add_argument("--cases", default=None,
                    help="comma-separated case names to run (default: all)")
+    p.add_argument("--stat", choices=sorted(STATS), default="median",
+                   help="summary of the rounds: median (default), or min on a shared machine")
+    p.add_argument("--variants", default=None,
+                   help="comma-separated kernel variants to time side by side, the first in "
+                        "the main columns (default: the active one)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="also draw a chart (needs matplotlib)")
     args = p.parse_args(argv)
@@ -351,8 +391,10 @@ def main(argv=None):
               + (f"  torch {1e3 * r['torch_s']:8.2f} ms" if "torch_s" in r else ""),
               file=sys.stderr)
 
+    variants = args.variants.split(",") if args.variants else None
     report = run_benchmark(cases, args.repeat, args.threads, False if args.no_torch else None,
-                           progress=progress, cache=args.cache)
+                           progress=progress, cache=args.cache, variants=variants,
+                           stat=args.stat)
     print(format_table(report))
     if args.json:
         with open(args.json, "w") as f:
