@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 import pytest
-from _hardening import blocked_stream
+from _hardening import UNDER_SANITIZER, blocked_stream
 from conftest import assert_matches_reference, random_grad
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,6 +124,16 @@ def test_1_toggling_under_load_60s(torch):
 
 # -- 2. writes into torch tensors bump their version --------------------------
 
+# PyTorch reports the overwritten saved tensor by throwing a C++ exception;
+# under ci/sanitize.sh, ASan's __cxa_throw interceptor cannot find the real
+# one (libstdc++ is loaded after libasan) and aborts the process.
+def _backward_refuses(loss):
+    """PyTorch's own check: backward() through an overwritten saved tensor raises."""
+    if UNDER_SANITIZER:
+        return   # the version counters are checked; PyTorch's throw is not run
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
 def _saved_tensor_case(torch):
     w = torch.ones(1, 1, 2, 2, 2, requires_grad=True)
     t = torch.full((1, 1, 2, 2, 2), 3.0)
@@ -136,8 +146,7 @@ def test_2_one_call_out_marks_the_tensor_written(torch):
     v = t._version
     tb.upsample_trilinear3d_backward(torch.ones(1, 1, 4, 4, 4), (2, 2, 2), out=t)
     assert t._version > v
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        loss.backward()
+    _backward_refuses(loss)
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -155,15 +164,15 @@ def test_2_execute_marks_grad_input_written_every_run(torch, stream):
             s.synchronize()
         versions.append(t._version)
     assert versions == sorted(set(versions)), versions   # strictly increasing
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        loss.backward()
+    _backward_refuses(loss)
 
 
 def test_2_a_detached_view_shares_the_counter(torch):
     t, loss = _saved_tensor_case(torch)
+    v = t._version
     tb.upsample_trilinear3d_backward(torch.ones(1, 1, 4, 4, 4), (2, 2, 2), out=t.detach())
-    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-        loss.backward()
+    assert t._version > v
+    _backward_refuses(loss)
 
 
 # -- 3. the one call checks overlap on the caller's own (misaligned) array ------
