@@ -1,5 +1,7 @@
 """The kernels against the float64 reference, across shapes, dtypes, layouts and threads."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import (
@@ -197,8 +199,8 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
                          n_threads)
     finally:
         _plan.STREAM_BYTES = threshold
-    unit_rows = plan.spec["gin"][4][0] == 1 and plan.spec["gin"][4][3] == 1
-    assert plan.spec["stream"] == (stream and unit_rows)
+    unit_rows = plan.spec.gin[4][0] == 1 and plan.spec.gin[4][3] == 1
+    assert plan.spec.stream == (stream and unit_rows)
     ws = tb.alloc_workspace(plan.workspace_size)
     ws[...] = 0xFF
     _dispatch.kernel_module(name).KernelPlan(plan.spec).run(
@@ -259,7 +261,7 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
         out = out_array((1, channels, 9, 11, 13), g.dtype, layout)
         size, ex = tb.get_workspace_size(src, (5, 6, 7), (1, channels, 9, 11, 13), False,
                                          0, 0, 0, out)
-        assert ex._plan.spec["stream"]
+        assert ex._plan.spec.stream
         tb.execute(tb.alloc_workspace(size), size, ex)
         monkeypatch.undo()
         _plan.clear_plans()
@@ -343,7 +345,7 @@ def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes):
     g = in_layout(random_grad((1, 4, 6, 5, 4), "float32"), "ndhwc")
     out = out_array((1, 4, 16, 3, 2), g.dtype, "ndhwc")
     spec = make_plan(validate(g, (6, 5, 4), (1, 4, 16, 3, 2), False, 0, 0, 0, out), 1).spec
-    assert spec["planes_per_item"] == 2
+    assert spec.planes_per_item == 2
     for name in _dispatch.available_variants():
         with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):
-            _dispatch.kernel_module(name).KernelPlan(dict(spec, planes_per_item=planes))
+            _dispatch.kernel_module(name).KernelPlan(dataclasses.replace(spec, planes_per_item=planes))

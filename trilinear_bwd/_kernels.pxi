@@ -224,46 +224,47 @@ cdef void _fill_volume(Volume* vol, tuple s) except *:
 cdef class KernelPlan:
     """A validated problem, frozen into the C struct the kernel reads.
 
-    Built by ``trilinear_bwd._plan`` from already-checked values; it performs
+    Built from the typed ``trilinear_bwd._plan.KernelSpec`` of already-checked
+    values, copied once into the C struct; it performs
     no validation of its own.  ``run`` releases the GIL.
     """
 
     cdef Problem p
     cdef list _keep
 
-    def __cinit__(self, dict spec):
+    def __cinit__(self, spec):
         self._keep = []
-        self.p.dtype = spec["dtype_code"]
-        self.p.read_mode = spec["read_mode"]
-        self.p.stream = spec["stream"]
-        self.p.plane_run = spec["plane_run"]
-        self.p.out_direct = spec["out_direct"]
-        self.p.nb2 = spec["nb2"]
-        self.p.n_items = spec["n_items"]
-        self.p.oh = spec["oh"]
-        self.p.ring = spec["ring"]
-        ring_src = np.ascontiguousarray(spec["axis_h"]["src"] % self.p.ring, dtype=np.int64)
+        self.p.dtype = spec.dtype_code
+        self.p.read_mode = spec.read_mode
+        self.p.stream = spec.stream
+        self.p.plane_run = spec.plane_run
+        self.p.out_direct = spec.out_direct
+        self.p.nb2 = spec.nb2
+        self.p.n_items = spec.n_items
+        self.p.oh = spec.oh
+        self.p.ring = spec.ring
+        ring_src = np.ascontiguousarray(spec.axis_h["src"] % self.p.ring, dtype=np.int64)
         self._keep.append(ring_src)
         self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
-        self.p.id = spec["id"]
-        self.p.planes_per_item = spec["planes_per_item"]
+        self.p.id = spec.id
+        self.p.planes_per_item = spec.planes_per_item
         if not 1 <= self.p.planes_per_item <= MAX_PLANES_PER_ITEM:  # a plan/kernel mismatch
             raise ValueError(f"planes_per_item must be 1..{<int> MAX_PLANES_PER_ITEM}, "
                              f"got {self.p.planes_per_item}")
-        self.p.ih = spec["ih"]
-        self.p.v = spec["v"]
-        self.p.L = spec["L"]
-        _fill_volume(&self.p.gout, spec["gout"])
-        _fill_volume(&self.p.gin, spec["gin"])
-        _fill_axis(&self.p.ax_d, spec["axis_d"], self._keep)
-        _fill_axis(&self.p.ax_h, spec["axis_h"], self._keep)
-        _fill_axis(&self.p.ax_w, spec["axis_w"], self._keep)
-        self.p.off_acch = spec["off_acch"]
-        self.p.h_stride = spec["h_stride"]
-        self.p.off_conv = spec["off_conv"]
-        self.p.off_out = spec["off_out"]
-        self.p.off_narrow = spec["off_narrow"]
-        self.p.slot_bytes = spec["slot_bytes"]
+        self.p.ih = spec.ih
+        self.p.v = spec.v
+        self.p.L = spec.L
+        _fill_volume(&self.p.gout, spec.gout)
+        _fill_volume(&self.p.gin, spec.gin)
+        _fill_axis(&self.p.ax_d, spec.axis_d, self._keep)
+        _fill_axis(&self.p.ax_h, spec.axis_h, self._keep)
+        _fill_axis(&self.p.ax_w, spec.axis_w, self._keep)
+        self.p.off_acch = spec.off_acch
+        self.p.h_stride = spec.h_stride
+        self.p.off_conv = spec.off_conv
+        self.p.off_out = spec.off_out
+        self.p.off_narrow = spec.off_narrow
+        self.p.slot_bytes = spec.slot_bytes
 
     def run(self, uintptr_t gout, uintptr_t gin, uintptr_t workspace, int n_threads):
         """Compute grad_input at address ``gin`` from grad_out at ``gout``.

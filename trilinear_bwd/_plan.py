@@ -121,13 +121,48 @@ def _volume(arr, channels_last):
 
 
 @dataclass(frozen=True)
+class KernelSpec:
+    """The typed plan the Cython ``KernelPlan`` copies into its C struct, field by field.
+
+    One field per member of ``Problem`` in ``_kernels.pxi`` (whose comments
+    say what each holds); built once per geometry by :func:`make_plan`.
+    """
+
+    dtype_code: int          # 0 float32, 1 float64, 2 float16, 3 bfloat16
+    read_mode: int           # READ_* above: how the D pass reads grad_out rows
+    stream: bool             # grad_input written with streaming stores
+    plane_run: bool          # a grad_out plane is one run of rows
+    out_direct: bool         # the W pass writes grad_input rows in place
+    nb2: int                 # slices per batch element (C, or 1 channels-last)
+    n_items: int             # work items
+    planes_per_item: int     # input planes per channels-last item
+    oh: int
+    ring: int                # D-summed rows kept per channels-last plane
+    id: int
+    ih: int
+    v: int                   # channels per row element (C channels-last, else 1)
+    L: int                   # elements per row (oW * v)
+    gout: tuple              # grad_out strides (see _volume)
+    gin: tuple               # grad_input strides
+    axis_d: dict             # per-axis tables (_tables.axis_table)
+    axis_h: dict
+    axis_w: dict
+    off_acch: int            # workspace offsets inside a slot, in elements
+    h_stride: int
+    off_conv: int
+    off_out: int
+    off_narrow: int          # in bytes
+    slot_bytes: int
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything phase two needs, decided at phase one.
 
     Attributes
     ----------
-    spec : dict
-        The values the Cython ``KernelPlan`` is built from.
+    spec : KernelSpec
+        The typed values the Cython ``KernelPlan`` is built from.
     n_slots : int
         Thread slots in the workspace: the most threads a run may use.
     workspace_size : int
@@ -136,7 +171,7 @@ class Plan:
         The layout mode chosen from ``grad_out``.
     """
 
-    spec: dict
+    spec: KernelSpec
     n_slots: int
     workspace_size: int
     channels_last: bool
@@ -210,33 +245,14 @@ def make_plan(args, n_threads):
     n_items = slices * -(-id_ // per_item)
     n_slots = max(1, min(n_threads, n_items))
     workspace = n_slots * slot + LINE if n_items else 0
-    spec = {
-        "dtype_code": args.dtype_code,
-        "read_mode": read_mode,
-        "stream": stream,
-        "plane_run": plane_run,
-        "out_direct": out_direct,
-        "nb2": 1 if channels_last else c,
-        "n_items": n_items,
-        "planes_per_item": per_item,
-        "oh": oh,
-        "ring": ring,
-        "id": id_,
-        "ih": ih,
-        "v": v,
-        "L": length,
-        "gout": gout,
-        "gin": gin,
-        "axis_d": tables[0],
-        "axis_h": tables[1],
-        "axis_w": tables[2],
-        "off_acch": offsets[1],
-        "h_stride": h_stride,
-        "off_conv": offsets[2],
-        "off_out": offsets[3],
-        "off_narrow": offsets[4],
-        "slot_bytes": slot,
-    }
+    spec = KernelSpec(
+        dtype_code=args.dtype_code, read_mode=read_mode, stream=stream, plane_run=plane_run,
+        out_direct=out_direct, nb2=1 if channels_last else c, n_items=n_items,
+        planes_per_item=per_item, oh=oh, ring=ring, id=id_, ih=ih, v=v, L=length,
+        gout=gout, gin=gin, axis_d=tables[0], axis_h=tables[1], axis_w=tables[2],
+        off_acch=offsets[1], h_stride=h_stride, off_conv=offsets[2], off_out=offsets[3],
+        off_narrow=offsets[4], slot_bytes=slot,
+    )
     return Plan(spec, n_slots, workspace, channels_last)
 
 
