@@ -225,8 +225,8 @@ cdef class KernelPlan:
     """A validated problem, frozen into the C struct the kernel reads.
 
     Built from the typed ``trilinear_bwd._plan.KernelSpec`` of already-checked
-    values, copied once into the C struct; it performs
-    no validation of its own.  ``run`` releases the GIL.
+    values, copied once into the C struct; it performs no validation of its
+    own.  ``run`` releases the GIL.
     """
 
     cdef Problem p
