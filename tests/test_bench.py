@@ -98,3 +98,22 @@ def test_stat_min_reports_the_fastest_round(monkeypatch):
     report = bench.run_benchmark([TINY], repeat=1, with_torch=False, bandwidth=1e10,
                                  cache="warm", stat="min")
     assert "min of 1 interleaved rounds" in bench.format_table(report)
+
+
+def test_calls_table_plumbing(monkeypatch):
+    """The headline table's timing loop runs every contender every round; rows render."""
+    from trilinear_bwd import _bench_calls
+
+    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
+    counts = {"a": 0, "b": 0}
+
+    def bump(name):
+        counts[name] += 1
+
+    t = _bench_calls._interleaved({"a": lambda: bump("a"), "b": lambda: bump("b")}, rounds=4)
+    assert set(t) == {"a", "b"} and all(v > 0 for v in t.values())
+    assert counts["a"] >= 4 + 2 and counts["b"] >= 4 + 2   # warm-up, calibration, rounds
+    row = {"call": "one call", "shape": (1, 1, 4, 4, 4), "ours_us": 10.0, "torch_us": 5.0,
+           "ratio": 0.5, "target": "<= 3x PyTorch's time", "holds": True}
+    table = _bench_calls.format_calls([row, dict(row, holds=False, torch_us=None)])
+    assert table.count("\n") == 3 and "| yes |" in table and "| NO |" in table

@@ -362,8 +362,16 @@ def plot(report, path):
     plt.close(fig)
 
 
+def _torch_available():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main(argv=None):
-    """Command-line entry point."""
+    """Command-line entry point: the calls users make first, then the kernel's table."""
     p = argparse.ArgumentParser(prog="python -m trilinear_bwd.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", "-r", type=int, default=15, help="interleaved rounds (median)")
     p.add_argument("--threads", "-t", type=int, default=None, help="threads for this library")
@@ -377,9 +385,28 @@ def main(argv=None):
     p.add_argument("--variants", default=None,
                    help="comma-separated kernel variants to time side by side, the first in "
                         "the main columns (default: the active one)")
+    p.add_argument("--calls-only", action="store_true",
+                   help="only the headline table: the calls users make, beside PyTorch's")
+    p.add_argument("--no-calls", action="store_true",
+                   help="skip the headline table (the calls users make)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="also draw a chart (needs matplotlib)")
     args = p.parse_args(argv)
+    calls = None
+    if not (args.no_calls or args.no_torch) and _torch_available():
+        from ._bench_calls import format_calls, measure_calls
+
+        print("timing the calls users make ...", file=sys.stderr)
+        calls = measure_calls(max(5, args.repeat), args.threads)
+        print("The calls users make (warm: one geometry called repeatedly, as in training;"
+              " ratio = the other column's time over ours):\n")
+        print(format_calls(calls))
+        print()
+        if args.calls_only:
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"calls": calls}, f, indent=2)
+            return 0
     cases = CASES
     if args.cases:
         wanted = set(args.cases.split(","))
@@ -395,10 +422,11 @@ def main(argv=None):
     report = run_benchmark(cases, args.repeat, args.threads, False if args.no_torch else None,
                            progress=progress, cache=args.cache, variants=variants,
                            stat=args.stat)
+    print(f"The kernel, into preallocated outputs ({args.cache} caches):\n")
     print(format_table(report))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+            json.dump(dict(report, calls=calls) if calls else report, f, indent=2)
     if args.plot:
         plot(report, args.plot)
     return 0
