@@ -9,11 +9,16 @@ Two kinds of test:
   reference within ``reference.error_bound``; with faults, it raises an
   ``AclnnError`` whose status is one of the injected faults' statuses (with
   one fault: exactly that status, and the message names the parameter).
-  ``trilinear_bwd.aclnn`` returns the same status and never raises.
+  ``trilinear_bwd.aclnn`` returns the same status and never raises, except
+  where it follows CANN's rule for the scales (docs/operator.md, "Which
+  layer follows which rule"): a scale inconsistent with ``outputSize`` is
+  no fault there, and its results are checked against the scales CANN's
+  rule uses (all three when all are > 0, else the size ratio everywhere).
 * **Anything goes**: every argument drawn from a wide pool of junk and
   valid values.  The oracle: success (and then the call was valid by the
   contract and the result is right) or an ``AclnnError`` of the phase's
-  family; the ``aclnn`` layer returns the same status.
+  family; the ``aclnn`` layer returns the same status (or accepts a call
+  refused only for an inconsistent scale).
 
 Every call also checks that nothing was written where it must not be:
 ``gradOut`` and every byte around ``gradInput`` and the workspace keep
@@ -76,6 +81,23 @@ class Problem:
     @property
     def output_size(self):
         return tuple(self.values.shape[2:])
+
+    @property
+    def cann_scales_value(self):
+        """The scales ``trilinear_bwd.aclnn`` uses: all three if all are > 0, else none."""
+        return cann_rule(self.scales_value, self.align)
+
+
+def cann_rule(values, align):
+    """CANN's scales rule, written out: the three scales, or the size ratio everywhere."""
+    if not align and all(v > 0 for v in values):
+        return tuple(values)
+    return (0.0, 0.0, 0.0)
+
+
+def cann_scales_of(args, align):
+    """The scales the CANN layer uses for phase-one arguments it accepted."""
+    return cann_rule([0.0 if s is None else float(s) for s in args[4:7]], align)
 
 
 @st.composite
@@ -359,6 +381,17 @@ def f_align(draw, case):
     return INVALID, "alignCorners", f"{case.args['alignCorners']!r}"
 
 
+# A fault of PyTorch's rules only: the CANN layer does not check scales against
+# outputSize (CANN's implementation does not), so for it such a call is valid.
+INCONSISTENT = "inconsistent"
+
+
+def aclnn_statuses(case):
+    """The statuses the CANN layer may answer: those of the faults it sees."""
+    return {status for status, name, what in case.faults
+            if status and name != "num_threads" and not what.startswith(INCONSISTENT)}
+
+
 def f_scale(draw, case):
     k = draw(st.integers(0, 2))
     name = ("scalesD", "scalesH", "scalesW")[k]
@@ -375,12 +408,12 @@ def f_scale(draw, case):
         # Finite, but n_in * value overflows: inconsistent unless ignored.
         value = 1e308
         case.args[name] = value
-        return (OK if case.problem.align else INVALID), name, "1e308"
+        return (OK if case.problem.align else INVALID), name, f"{INCONSISTENT} 1e308"
     else:
         value = (n_out + 1.5) / n_in
         assert math.floor(n_in * value) != n_out
         case.args[name] = value
-        return (OK if case.problem.align else INVALID), name, f"inconsistent {value!r}"
+        return (OK if case.problem.align else INVALID), name, f"{INCONSISTENT} {value!r}"
     case.args[name] = value
     return INVALID, name, f"{kind} {value!r}"
 
@@ -576,8 +609,10 @@ def faulty_cases(draw, one_call=False):
 # -- running a call and checking it ------------------------------------------
 
 
-def _check_result(p, result):
-    assert_matches_reference(result, p.values, p.input_size, p.align, p.scales_value)
+def _check_result(p, result, scales=None):
+    """``result`` against the reference, with ``scales`` (by default PyTorch's: as passed)."""
+    scales = p.scales_value if scales is None else scales
+    assert_matches_reference(result, p.values, p.input_size, p.align, scales)
 
 
 def _phase_one_args(case):
@@ -605,11 +640,13 @@ def check_two_phase(case):
     """get_workspace_size + execute, and the aclnn names, against the oracle."""
     args = _phase_one_args(case)
     threads = case.args["num_threads"]
+    scales = None                         # the executor below follows PyTorch's rules
     if case.expected:
         status = _expect_failure(
             case, lambda: tb.get_workspace_size(*args, num_threads=threads))
-        # aclnn takes no num_threads: a fault there is invisible to it.
-        aclnn_expected = {s for s, name, _ in case.faults if name != "num_threads" and s}
+        # aclnn takes no num_threads: a fault there is invisible to it; so is a scale
+        # inconsistent with outputSize (CANN's rules).
+        aclnn_expected = aclnn_statuses(case)
         got = aclnn.aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(*args)
         if aclnn_expected:
             assert got[0] in aclnn_expected and got[1:] == (0, None), got
@@ -619,7 +656,8 @@ def check_two_phase(case):
             case.gi.check_untouched()
             return
         size, ex = got[1], got[2]
-        assert got[0] == OK
+        assert got[0] == OK, aclnn.aclGetRecentErrMsg()
+        scales = cann_scales_of(args, case.problem.align)
     else:
         size, ex = tb.get_workspace_size(*args, num_threads=threads)
     assert isinstance(size, int) and size == ex.workspace_size >= 0
@@ -627,7 +665,7 @@ def check_two_phase(case):
     tb.execute(ws, size, ex)
     check_ws()
     assert ex.state == "consumed"
-    _check_result(case.problem, case.gi.view)
+    _check_result(case.problem, case.gi.view, scales)
     case.gi.check_outside()
     case.go.check_untouched()
 
@@ -637,7 +675,7 @@ def check_two_phase(case):
     assert (status, size2 > 0) == (OK, size > 0)
     workspace = aclnn.aclrtMalloc(size2)
     assert aclnn.aclnnUpsampleTrilinear3dBackward(workspace, size2, ex2, None) == OK
-    _check_result(case.problem, case.gi.view)
+    _check_result(case.problem, case.gi.view, cann_scales_of(args, case.problem.align))
     case.gi.check_outside()
     case.go.check_untouched()
 
@@ -916,9 +954,11 @@ def test_fuzz_phase_two(data, spec):
         statuses[api] = status
         go.check_untouched()
         gi.check_outside()
+        # The CANN layer uses CANN's scales rule.
+        scales = p.cann_scales_value if api == "aclnn" else p.scales_value
         if not expected:
             assert status == OK, f"{api}: status {status} for a valid call {spec}"
-            _check_result(p, gi.view)
+            _check_result(p, gi.view, scales)
             assert ex.state == ("ready" if spec.ex == "repeatable" else "consumed")
             if spec.ex == "repeatable":
                 first = gi.view.copy()
@@ -932,7 +972,7 @@ def test_fuzz_phase_two(data, spec):
         if spec.ex in ("ready", "repeatable"):
             assert ex.state == "ready"
             tb.execute(good_ws, size, ex)   # still usable
-            _check_result(p, gi.view)
+            _check_result(p, gi.view, scales)
         elif spec.ex in ("consumed", "destroyed"):
             assert ex.state == spec.ex
     assert statuses["python"] == statuses["aclnn"], statuses
@@ -995,7 +1035,19 @@ def test_fuzz_anything_phase_one(data):
         status = exc.status
         assert status in (NULL, INVALID), exc
         case.gi.check_untouched()
+        message = str(exc)
     got = aclnn.aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(*args)
+    if got[0] == OK and status != OK:
+        # The one rule the layers do not share: CANN's does not check the scales
+        # against outputSize.  Accepted there, the run uses CANN's scales rule.
+        assert status == INVALID and "is inconsistent with outputSize" in message, message
+        size, ex = got[1], got[2]
+        tb.execute(tb.alloc_workspace(size), size, ex)
+        g = np.asarray(ex.grad_out)
+        assert_matches_reference(ex.grad_input, g, ex.grad_input.shape, bool(args[3]),
+                                 cann_scales_of(args, bool(args[3])))
+        case.go.check_untouched()
+        return
     assert got[0] == status
     if status != OK:
         assert got[1:] == (0, None)

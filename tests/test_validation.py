@@ -140,8 +140,15 @@ def test_scales_must_be_real_numbers(value):
 
 
 def test_scale_inconsistent_with_output_size():
+    """PyTorch-named API only: CANN's code does not check this (tests/test_cann_rules.py)."""
     # floor(3 * 1.5) = 4 != 6
-    expect(INVALID, r"scalesH = 1.5 is inconsistent with outputSize\[1\] \(H\) = 6", scalesH=1.5)
+    args = good_call(scalesD=2.0, scalesH=1.5, scalesW=2.0)
+    with pytest.raises(tb.InvalidArgumentError,
+                       match=r"scalesH = 1.5 is inconsistent with outputSize\[1\] \(H\) = 6"):
+        call(args)
+    status, size, executor = aclnn.aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(
+        *args.values())
+    assert status == 0 and size > 0 and executor is not None
 
 
 def test_consistent_and_ignored_scales_are_accepted():

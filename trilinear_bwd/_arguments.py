@@ -31,6 +31,12 @@ MAX_DIM = 2**20
 MAX_BYTES = 60 * 2**30
 MAX_PRODUCT = 2**31
 
+# Which operator's rules a front end follows where PyTorch's and CANN's
+# implementations differ (the scales; docs/operator.md, "Which layer follows
+# which rule").  Every other rule is the same in both.
+PYTORCH_RULES = "pytorch"
+CANN_RULES = "cann"
+
 # Storage dtype -> (kernel dtype code, accumulation dtype).  bfloat16 comes
 # from ml_dtypes and is recognised by name so that importing this package does
 # not import ml_dtypes.
@@ -56,11 +62,17 @@ class Arguments:
         ``(N, C, iD, iH, iW)``.
     align_corners : bool
     scales : tuple of float
-        ``(scales_d, scales_h, scales_w)``; 0.0 where not given.
+        ``(scales_d, scales_h, scales_w)`` as the tables use them: <= 0.0
+        where not given.  Under CANN's rules these are the scales passed
+        when all three are > 0 (and ``align_corners`` is False), else
+        ``(0.0, 0.0, 0.0)``.
     tensors : tuple of TensorBinding
         The PyTorch tensors behind ``grad_out`` / ``grad_input``, if any:
         checked before every run (their memory must not have moved) and,
         for ``grad_input``, marked as written after it.
+    rules : {"pytorch", "cann"}
+        The rules the call was checked under (see :func:`validate`); a
+        repeatable executor checks its new arrays under the same ones.
     """
 
     grad_out: np.ndarray
@@ -70,6 +82,7 @@ class Arguments:
     align_corners: bool
     scales: tuple
     tensors: tuple = ()
+    rules: str = PYTORCH_RULES
 
     def addresses(self):
         """``(gradOut, gradInput)``: the addresses of their element [0, 0, 0, 0, 0], found once."""
@@ -516,11 +529,24 @@ def _check_overlap(grad_out, grad_input):
 
 
 def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
-             scales_w, grad_input, *, allocate=False, misaligned_ok=False, input_first=0):
+             scales_w, grad_input, *, allocate=False, misaligned_ok=False, input_first=0,
+             rules=PYTORCH_RULES):
     """Check a phase-one call against the operator contract.
 
     Parameters are those of ``aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize``;
-    with ``allocate=True`` the call has no ``grad_input`` yet (the caller will
+    ``rules`` says whose rule the scales follow (``docs/operator.md``, "Which
+    layer follows which rule"):
+
+    * ``"pytorch"`` (every front end but ``trilinear_bwd.aclnn``): each axis
+      uses its own scale when it is > 0, and a scale so used must satisfy
+      ``outputSize[k] == floor(inputSize[k+2] * scale)``;
+    * ``"cann"`` (``trilinear_bwd.aclnn``, as CANN's
+      ``aclnn_upsample_trilinear_3d_backward.cpp`` does): the three scales
+      are used only when all three are > 0, otherwise none is (the size
+      ratio on every axis), and nothing checks them against ``outputSize``.
+
+    Either way a scale must be a finite real number, and ``align_corners``
+    makes the scales unused.  With ``allocate=True`` the call has no ``grad_input`` yet (the caller will
     allocate a fresh one), so the checks of ``grad_input`` are skipped and the
     result's ``grad_input`` is None.  With ``misaligned_ok=True`` a
     ``grad_out`` not aligned to its element size passes (the one call copies
@@ -598,11 +624,53 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
     if not isinstance(align_corners, (bool, np.bool_)):
         raise invalid(f"alignCorners must be a bool, got {align_corners!r}")
     align_corners = bool(align_corners)
-    scales = []
-    for k, (value, name) in enumerate(
-        ((scales_d, "scalesD"), (scales_h, "scalesH"), (scales_w, "scalesW"))
-    ):
-        s = _scale(value, name)
+    names = ("scalesD", "scalesH", "scalesW")
+    scales = [_scale(value, name) for value, name in zip((scales_d, scales_h, scales_w), names)]
+    if rules == CANN_RULES:
+        scales = cann_scales(scales, align_corners)
+    elif rules != PYTORCH_RULES:
+        raise ValueError(f"rules must be {PYTORCH_RULES!r} or {CANN_RULES!r}, got {rules!r}")
+    else:
+        _check_scales_consistent(scales, names, input_size, output_size, align_corners,
+                                 out_name, in_name)
+
+    if not misaligned_ok:
+        _check_strides(grad_out, "gradOut")
+    if not allocate:
+        _check_strides(grad_input, "gradInput")
+        _check_overlap(grad_out, grad_input)
+    return Arguments(grad_out, grad_input, output_size, input_size, align_corners,
+                     tuple(scales), tensors, rules)
+
+
+def cann_scales(scales, align_corners):
+    """The scales CANN's implementation uses: all three when all are > 0, else none.
+
+    ``aclnn_upsample_trilinear_3d_backward.cpp`` (hicann/ops-cv) sends the
+    three scales on only when ``scalesD > 0 && scalesH > 0 && scalesW > 0``;
+    otherwise its tiling uses the size ratio on every axis.  With
+    ``align_corners`` they are unused either way.
+
+    Parameters
+    ----------
+    scales : sequence of 3 float
+        Finite scales as passed (0.0 for None).
+    align_corners : bool
+
+    Returns
+    -------
+    list of 3 float
+        ``scales``, or ``[0.0, 0.0, 0.0]`` (the size ratio on every axis).
+    """
+    if not align_corners and all(s > 0 for s in scales):
+        return list(scales)
+    return [0.0, 0.0, 0.0]
+
+
+def _check_scales_consistent(scales, names, input_size, output_size, align_corners,
+                             out_name, in_name):
+    """PyTorch-named API: a scale used on its axis must give that axis's output size."""
+    for k, (s, name) in enumerate(zip(scales, names)):
         n_in, n_out = input_size[k + 2], output_size[k]
         # A finite scale can still overflow in n_in * s (1e308 * 2
         # is inf, and math.floor(inf) raises OverflowError): that is simply
@@ -614,15 +682,6 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
                 f"{name} = {s!r} is inconsistent with {out_name(k)} = {n_out}: "
                 f"floor({in_name(k + 2)} * {name}) = floor({n_in} * {s!r}) = {floored}"
             )
-        scales.append(s)
-
-    if not misaligned_ok:
-        _check_strides(grad_out, "gradOut")
-    if not allocate:
-        _check_strides(grad_input, "gradInput")
-        _check_overlap(grad_out, grad_input)
-    return Arguments(grad_out, grad_input, output_size, input_size, align_corners,
-                     tuple(scales), tensors)
 
 
 def rebind(old, grad_out=None, grad_input=None):
@@ -646,7 +705,7 @@ def rebind(old, grad_out=None, grad_input=None):
         if not arr.flags.aligned:
             raise invalid(f"{name} must be aligned to its element size")
     return validate(new_out, old.output_size, old.input_size, old.align_corners,
-                    *old.scales, new_in)
+                    *old.scales, new_in, rules=old.rules)
 
 
 # -- phase two and the thread count -------------------------------------------

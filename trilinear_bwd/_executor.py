@@ -406,7 +406,9 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
     scales_d, scales_h, scales_w : float
         The forward's multipliers (output / input) per axis; <= 0 (or None)
         means "not given".  Used, and checked against ``output_size``, only
-        when ``align_corners`` is False.
+        when ``align_corners`` is False; each axis uses its own (PyTorch's
+        rule; ``trilinear_bwd.aclnn`` follows CANN's instead, see
+        ``docs/operator.md``).
     grad_input : ndarray, shape (N, C, iD, iH, iW)
         Where the result goes: same dtype as ``grad_out``, writable, any
         layout, not overlapping ``grad_out``.  Overwritten.

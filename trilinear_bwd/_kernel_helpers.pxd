@@ -285,10 +285,13 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
     # axpy over C contiguous channels per term; with one (channels-first) it
     # is a gather along the row over the padded table, 8 output points at a
     # time where AVX2 exists.  Either way optionally with streaming stores.
+    # An axis whose padded table would be too large (width 0, see
+    # _tables.PADDED_LIMIT) takes the axpy with one channel: the same terms
+    # in the same order, so the same bits.
     cdef const floating* w = <const floating*> ax.weight
     cdef const floating* pw = <const floating*> ax.padded_weight
     cdef const int32_t* ps = ax.padded_src
-    if v == 1:
+    if v == 1 and ax.width > 0:
         row[L] = 0
         if floating is float:
             tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.mode,

@@ -39,9 +39,15 @@ def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64):
         step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
         src = j * step
     else:
+        # Any positive finite scale reaches here under CANN's rules (which
+        # do not check it against n_out): 1 / scale may be huge or inf, and
+        # so may the coordinates.
         step = 1.0 / scale if scale > 0 else n_in / n_out
-        src = np.maximum((j + 0.5) * step - 0.5, 0.0)
-    x0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+        with np.errstate(over="ignore"):
+            src = np.maximum((j + 0.5) * step - 0.5, 0.0)
+    # Clamped before the cast, which is undefined past 2**63: beyond
+    # n_in - 1 the clamp below gives the same x0, x1 and l1 either way.
+    x0 = np.minimum(np.floor(np.minimum(src, n_in)), n_in - 1).astype(np.int64)
     x1 = np.minimum(x0 + 1, n_in - 1)
     l1 = np.clip(src - x0, 0.0, 1.0)
     l0 = 1.0 - l1
@@ -78,7 +84,12 @@ def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1,
     PyTorch weights by a rounding error and exact arithmetic not at all gets
     ``TINY``.  Everywhere else the float64 coefficients stand.
     """
-    near = np.abs(src - np.rint(src)) <= _NEAR_INTEGER * np.maximum(1.0, src)
+    # Coordinates of n_in + 1 or more (only from scales that CANN's rules
+    # accept and PyTorch's refuse) give x0 = x1 = n_in - 1 and l1 = 1 in
+    # PyTorch's rounding as in exact arithmetic; inf is among them.
+    with np.errstate(invalid="ignore"):
+        near = (src < n_in + 1) & (
+            np.abs(src - np.rint(src)) <= _NEAR_INTEGER * np.maximum(1.0, src))
     for k in np.flatnonzero(near):
         i0, i1, lam0, lam1 = _pytorch_point(n_in, n_out, align_corners, scale, opmath, int(k))
         if (i0, i1) == (x0[k], x1[k]) and (lam0 == 0.0) == (l0[k] == 0.0) \
@@ -145,7 +156,7 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
     dict
         ``ptr`` (int64, n_in + 1), ``src`` (int64, 2 * n_out) and ``weight``
         (``dtype``, 2 * n_out), and the padded table (``width`` terms per
-        point, 0 without a sentinel) the W pass reads.  The
+        point; 0 without a sentinel, or past ``PADDED_LIMIT``) the W pass reads.  The
         arrays are read-only; for axes of up to ``CACHED_POINTS`` points they
         are shared between calls with the same arguments, so that planning a
         call in a training loop costs microseconds, not milliseconds.
@@ -156,6 +167,17 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
         return _cached_axis_table(*args)
     return _axis_table(*args)
 
+
+# The padded table holds ceil(n_in / 8) * 8 * width terms, width being the
+# most terms any input point receives.  For the sizes and scales PyTorch's
+# rules accept, width stays near 3 * n_out / n_in + 4 and the padded table
+# within 32 * n_out + 4 * n_in + 32 terms.  A scale that only CANN's rules
+# accept (not checked against n_out) can send every output point to one or
+# two input points: width up to 2 * n_out, and a padded table n_in * 2 * n_out
+# terms large -- terabytes for axes of 2**20.  Past this many times the terms
+# plus one per padded point, the table is not padded (width 0) and the W pass
+# walks the unpadded one (_kernel_helpers.pxd, w_pass): the same sums.
+PADDED_LIMIT = 16
 
 # Small axes' tables are cached (a few hundred KiB at most in all); large
 # ones are rebuilt, so that the cache never pins much memory.
@@ -175,9 +197,9 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel):
     weight = np.ascontiguousarray(weight[order].astype(dtype))
     width = int(counts.max()) if n_in else 0
     table = {"ptr": ptr, "src": src, "weight": weight}
-    if sentinel is None:
-        width = 0
     blocks = -(-n_in // 8)
+    if sentinel is None or blocks * 8 * width > PADDED_LIMIT * (2 * n_out + blocks * 8):
+        width = 0
     padded_src = np.full((blocks * 8, width), sentinel or 0, dtype=np.int32)
     padded_weight = np.zeros((blocks * 8, width), dtype=dtype)
     real = np.zeros((blocks * 8, width), dtype=bool)

@@ -6,6 +6,13 @@ argument order of its CANN counterpart and returns an ``aclnnStatus``
 returns the message.  Errors that are not the caller's fault are reported as
 ``ACLNN_ERR_INNER`` (561000).
 
+This layer is CANN's twin: where CANN's implementation and PyTorch differ it
+follows CANN's implementation (``docs/operator.md``, "Which layer follows
+which rule").  The scales are used only when ``scalesD``, ``scalesH`` and
+``scalesW`` are all > 0, and then without checking them against
+``outputSize``; otherwise the size ratio is used on every axis.  The rest of
+the package follows PyTorch (each axis its own scale).
+
 Examples
 --------
 >>> import numpy as np
@@ -37,7 +44,7 @@ from ._status import (
     NullArgumentError,
 )
 from ._stream import Stream
-from ._arguments import as_int
+from ._arguments import CANN_RULES, as_int, validate
 
 __all__ = [
     "ACLNN_ERR_INNER",
@@ -87,8 +94,13 @@ def aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(gradOut, outputSize, inputS
 
     Parameters
     ----------
-    gradOut, outputSize, inputSize, alignCorners, scalesD, scalesH, scalesW, gradInput
+    gradOut, outputSize, inputSize, alignCorners, gradInput
         As in CANN; see :func:`trilinear_bwd.get_workspace_size`.
+    scalesD, scalesH, scalesW : float
+        CANN's rule, not PyTorch's: used only when all three are > 0 (and
+        ``alignCorners`` is false), then with step ``1 / scale`` on each axis
+        and no check against ``outputSize``; otherwise ignored, and every
+        axis uses the size ratio.  They must be finite either way (161002).
 
     Returns
     -------
@@ -100,12 +112,18 @@ def aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(gradOut, outputSize, inputS
         None on error.
     """
     status, result = _call(
-        _executor.get_workspace_size, gradOut, outputSize, inputSize, alignCorners,
+        _phase_one, gradOut, outputSize, inputSize, alignCorners,
         scalesD, scalesH, scalesW, gradInput,
     )
     if status != ACLNN_SUCCESS:
         return status, 0, None
     return status, result[0], result[1]
+
+
+def _phase_one(*arguments):
+    """``get_workspace_size`` under CANN's rules: ``(workspace size, executor)``."""
+    executor = _executor.Executor(validate(*arguments, rules=CANN_RULES), None)
+    return executor.workspace_size, executor
 
 
 def aclnnUpsampleTrilinear3dBackward(workspace, workspaceSize, executor, stream):

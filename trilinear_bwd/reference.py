@@ -47,7 +47,9 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
         else:
             step = 1.0 / scale if scale > 0 else n_in / n_out
             src = max(0.0, (j + 0.5) * step - 0.5)
-        x0 = min(math.floor(src), n_in - 1)
+        # (src may be huge or inf for a scale only CANN's rules accept:
+        # min() before floor(), which cannot take inf.)
+        x0 = min(math.floor(min(src, n_in)), n_in - 1)
         x1 = min(x0 + 1, n_in - 1)
         l1 = min(max(src - x0, 0.0), 1.0)
         coefficients.append((x0, x1, 1.0 - l1, l1))
