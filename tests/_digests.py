@@ -103,16 +103,16 @@ def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2):
     """grad_input of one case, computed by kernel ``variant`` (None: the public API)."""
     import trilinear_bwd as tb
     from trilinear_bwd import _dispatch
+    from trilinear_bwd._arguments import validate
     from trilinear_bwd._plan import data_address, make_plan
-    from trilinear_bwd._validate import validate
 
     n, c, ins, outs, scales = SHAPES[index]
     scales = (0.0, 0.0, 0.0) if scales is None else scales
     g = _laid_out(grad_out_values((n, c) + outs, dtype, seed=1000 * index + 7), layout)
     out = _empty((n, c) + ins, g.dtype, layout)
     if variant is None:
-        tb.upsample_trilinear3d_backward(g, ins, outs, align_corners, scales, out=out,
-                                         num_threads=num_threads)
+        tb.upsample_trilinear3d_backward(g, ins, output_size=outs, align_corners=align_corners,
+                                         scales=scales, out=out, num_threads=num_threads)
         return out
     plan = make_plan(validate(g, outs, (n, c) + ins, align_corners, *scales, out), num_threads)
     ws = tb.alloc_workspace(plan.workspace_size)

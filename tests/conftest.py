@@ -75,7 +75,8 @@ def assert_matches_reference(result, grad_out, input_size, align_corners=False,
     float16/bfloat16: one ulp of the storage type at the exact value, plus
     the float32 accumulation bound.
     """
-    exact = reference.backward(grad_out.astype(np.float64), input_size, align_corners, scales)
+    exact = reference.backward(grad_out.astype(np.float64), input_size, align_corners, scales,
+                               reference.opmath_of(result.dtype))
     bound = reference.error_bound(grad_out, input_size, align_corners, scales, result.dtype)
     got = result.astype(np.float64)
     err = np.abs(got - exact)

@@ -144,15 +144,17 @@ def test_failed_update_arrays_changes_nothing(setup):
     gi.check_outside()
 
 
-def test_stream_job_refused_at_start_writes_nothing(setup):
-    """A launched job that finds its executor busy fails at synchronize and writes nothing.
+def test_stream_job_that_fails_at_start_writes_nothing(setup, torch):
+    """A launched job whose gradInput tensor moved before it started fails at synchronize,
+    having written nothing (not the old memory, not the new).
 
     The executor was handed to the stream at launch, so a single-use one is
     consumed by that launch (as documented); a repeatable one stays usable.
     """
-    g, gi, _, _ = setup
+    g, _, _, _ = setup
     for repeatable in (True, False):
-        size, ex = tb.get_workspace_size(g, SHAPE_OUT, SHAPE_IN, False, 0.0, 0.0, 0.0, gi.view)
+        gi = torch.full(SHAPE_IN, float("nan"), dtype=getattr(torch, g.dtype.name))
+        size, ex = tb.get_workspace_size(g, SHAPE_OUT, SHAPE_IN, False, 0.0, 0.0, 0.0, gi)
         if repeatable:
             ex.set_repeatable()
         stream = tb.Stream()
@@ -160,13 +162,13 @@ def test_stream_job_refused_at_start_writes_nothing(setup):
         stream._submit(lambda: (started.set(), release.wait()))
         started.wait()
         tb.execute(tb.alloc_workspace(size), size, ex, stream=stream)
-        ex._lock.acquire()   # "running elsewhere" when the job starts
+        old = gi.clone()
+        gi.resize_(gi.numel() * 4)          # reallocates: the bound memory is gone
+        gi.fill_(float("nan"))
         release.set()
-        try:
-            assert aclnn.aclrtSynchronizeStream(stream) == RUNTIME
-        finally:
-            ex._lock.release()
-        gi.check_untouched()
+        assert aclnn.aclrtSynchronizeStream(stream) == RUNTIME
+        assert "moved" in aclnn.aclGetRecentErrMsg() or "no longer" in aclnn.aclGetRecentErrMsg()
+        assert torch.isnan(gi).all() and torch.isnan(old).all()
         assert ex.state == ("ready" if repeatable else "consumed")
         stream.close()
 

@@ -196,7 +196,7 @@ def test_repeatable_executor_from_two_threads():
     for _ in range(200):
         first = threading.Thread(target=tb.execute, args=(ws1, size, ex))
         first.start()
-        while not ex._lock.locked() and first.is_alive():
+        while not ex._busy.locked() and first.is_alive():
             pass
         try:
             tb.execute(ws2, size, ex)

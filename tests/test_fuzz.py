@@ -649,8 +649,9 @@ def check_one_call(case):
 
     def call():
         return tb.upsample_trilinear3d_backward(
-            a["gradOut"], a["inputSize"], a["outputSize"], a["alignCorners"], scales,
-            a["gradInput"], a["num_threads"])
+            a["gradOut"], a["inputSize"], output_size=a["outputSize"],
+            align_corners=a["alignCorners"], scales=scales, out=a["gradInput"],
+            num_threads=a["num_threads"])
 
     if case.expected:
         _expect_failure(case, call)

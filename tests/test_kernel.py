@@ -17,7 +17,7 @@ import trilinear_bwd as tb
 from trilinear_bwd import _dispatch
 from trilinear_bwd._plan import data_address, make_plan, ring_rows
 from trilinear_bwd._tables import axis_table
-from trilinear_bwd._validate import validate
+from trilinear_bwd._arguments import validate
 
 # (N, C, input DHW, output DHW): up, down, identity and size-1 axes, mixed,
 # and W lengths that leave tails after the 8-point blocks of the W gather.

@@ -159,29 +159,47 @@ def test_stream_runs_in_order_and_synchronizes():
 
 
 def test_stream_reports_errors_at_synchronize():
-    """A launch that finds its executor busy when it starts fails at synchronize()."""
+    """A run that fails on the stream (here a job that raises) is reported by synchronize(),
+    once; the next run succeeds."""
     g, gi, size, ex = phase_one()
     ex.set_repeatable()
     ws = tb.alloc_workspace(size)
     stream = tb.Stream()
-    started, release = threading.Event(), threading.Event()
-    stream._submit(lambda: (started.set(), release.wait()))
-    started.wait()
-    tb.execute(ws, size, ex, stream=stream)  # claimed now, queued behind the blocker
-    ex._lock.acquire()  # the executor is "running elsewhere" when the job starts
-    release.set()
-    try:
-        with pytest.raises(tb.ExecutionError, match="already running") as info:
-            stream.synchronize()
-        assert info.value.status == RUNTIME
-    finally:
-        ex._lock.release()
+
+    def failing_job():
+        raise tb.ExecutionError("simulated failure of a queued run")
+
+    stream._submit(failing_job)
+    with pytest.raises(tb.ExecutionError, match="simulated") as info:
+        stream.synchronize()
+    assert info.value.status == RUNTIME
     assert np.isnan(gi).all()
     tb.execute(ws, size, ex, stream=stream)
     stream.synchronize()  # the error was reported once; this run succeeds
     assert_matches_reference(gi, g, gi.shape)
     stream.close()
 
+
+def test_queued_run_waits_for_a_run_in_another_thread():
+    """A run queued on a stream while the executor runs elsewhere waits, then runs (issue 12.6)."""
+    g, gi, size, ex = phase_one()
+    ex.set_repeatable()
+    stream = tb.Stream()
+    started, release = threading.Event(), threading.Event()
+    stream._submit(lambda: (started.set(), release.wait()))
+    started.wait()
+    tb.execute(tb.alloc_workspace(size), size, ex, stream=stream)
+    ex._busy.acquire()  # the executor is running elsewhere when the job starts
+    release.set()
+    waiter = threading.Thread(target=stream.synchronize)
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and np.isnan(gi).all()   # waiting, not dropped
+    ex._busy.release()
+    waiter.join()
+    stream.synchronize()
+    assert_matches_reference(gi, g, gi.shape)
+    stream.close()
 
 def test_two_threads_one_executor():
     """One executor launched from two threads at once: one result, one 361001."""

@@ -84,10 +84,10 @@ def test_grad_out_must_be_5d(ndim):
 @pytest.mark.parametrize("size, match", [
     ([4, 6], "outputSize must have exactly 3 elements, got 2"),
     ([4, 6, 8, 1], "outputSize must have exactly 3 elements, got 4"),
-    ([4, 0, 8], r"outputSize\[1\] must be > 0, got 0"),
-    ([-4, 6, 8], r"outputSize\[0\] must be > 0, got -4"),
-    ([4, 6.0, 8], r"outputSize\[1\] must be an integer, got 6.0"),
-    ([4, True, 8], r"outputSize\[1\] must be an integer, got True"),
+    ([4, 0, 8], r"outputSize\[1\] \(H\) must be > 0, got 0"),
+    ([-4, 6, 8], r"outputSize\[0\] \(D\) must be > 0, got -4"),
+    ([4, 6.0, 8], r"outputSize\[1\] \(H\) must be an integer, got 6.0"),
+    ([4, True, 8], r"outputSize\[1\] \(H\) must be an integer, got True"),
     ("468", "outputSize must be a sequence of 3 integers"),
     (7, "outputSize must be a sequence of 3 integers"),
 ])
@@ -97,10 +97,10 @@ def test_output_size_rules(size, match):
 
 @pytest.mark.parametrize("size, match", [
     ([2, 3, 2, 3], "inputSize must have exactly 5 elements, got 4"),
-    ([2, 3, 2, 0, 4], r"inputSize\[3\] must be > 0, got 0"),
-    ([2, 3, 2, 3, -1], r"inputSize\[4\] must be > 0, got -1"),
-    ([2, -3, 2, 3, 4], r"inputSize\[1\] must be >= 0, got -3"),
-    ([2, 3, 2.5, 3, 4], r"inputSize\[2\] must be an integer, got 2.5"),
+    ([2, 3, 2, 0, 4], r"inputSize\[3\] \(H\) must be > 0, got 0"),
+    ([2, 3, 2, 3, -1], r"inputSize\[4\] \(W\) must be > 0, got -1"),
+    ([2, -3, 2, 3, 4], r"inputSize\[1\] \(C\) must be >= 0, got -3"),
+    ([2, 3, 2.5, 3, 4], r"inputSize\[2\] \(D\) must be an integer, got 2.5"),
 ])
 def test_input_size_rules(size, match):
     expect(INVALID, match, inputSize=size)
@@ -113,14 +113,14 @@ def test_numpy_integer_sizes_are_accepted():
 
 
 def test_batch_and_channels_must_match_input_size():
-    expect(INVALID, r"gradOut N must equal inputSize\[0\] = 1, got 2",
+    expect(INVALID, r"gradOut N must equal inputSize\[0\] \(N\) = 1, got 2",
            inputSize=[1, 3, 2, 3, 4], gradInput=np.zeros((1, 3, 2, 3, 4), np.float32))
-    expect(INVALID, r"gradOut C must equal inputSize\[1\] = 4, got 3",
+    expect(INVALID, r"gradOut C must equal inputSize\[1\] \(C\) = 4, got 3",
            inputSize=[2, 4, 2, 3, 4], gradInput=np.zeros((2, 4, 2, 3, 4), np.float32))
 
 
 def test_spatial_shape_must_match_output_size():
-    expect(INVALID, r"gradOut H must equal outputSize\[1\] = 5, got 6", outputSize=[4, 5, 8])
+    expect(INVALID, r"gradOut H must equal outputSize\[1\] \(H\) = 5, got 6", outputSize=[4, 5, 8])
 
 
 def test_grad_input_shape_must_match_input_size():
@@ -141,7 +141,7 @@ def test_scales_must_be_real_numbers(value):
 
 def test_scale_inconsistent_with_output_size():
     # floor(3 * 1.5) = 4 != 6
-    expect(INVALID, r"scalesH = 1.5 is inconsistent with outputSize\[1\] = 6", scalesH=1.5)
+    expect(INVALID, r"scalesH = 1.5 is inconsistent with outputSize\[1\] \(H\) = 6", scalesH=1.5)
 
 
 def test_consistent_and_ignored_scales_are_accepted():
@@ -208,7 +208,7 @@ def test_limits_without_allocating(shape_out, shape_in, match):
 
 def test_sixty_gib_limit_boundary():
     # N*C*(o + i + o + o)*4 with all sizes 1 along D, H: 4 * (ow + iw + iw + iw) per slice.
-    from trilinear_bwd._validate import MAX_BYTES, _check_limits
+    from trilinear_bwd._arguments import MAX_BYTES, _check_limits
 
     ow = iw = 2**20
     per_slice = (ow + iw + iw + iw) * 4
@@ -231,7 +231,7 @@ def test_non_array_arguments():
 
 def test_one_call_function_validates_before_allocating():
     g = np.ones((1, 1, 4, 4, 4), np.float32)
-    with pytest.raises(tb.InvalidArgumentError, match=r"inputSize\[2\] must be > 0"):
+    with pytest.raises(tb.InvalidArgumentError, match=r"inputSize\[0\] \(D\) must be > 0"):
         tb.upsample_trilinear3d_backward(g, (0, 2, 2))
     with pytest.raises(tb.NullArgumentError):
         tb.upsample_trilinear3d_backward(None, (2, 2, 2))

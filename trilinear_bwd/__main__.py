@@ -24,17 +24,74 @@ def _dtype(name):
 
 
 def _triple(text):
-    parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+    try:
+        parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+    except ValueError:
+        parts = []
     if len(parts) == 1:
         parts *= 3
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"expected D,H,W or one size, got {text!r}")
+    if min(parts) <= 0:
+        raise argparse.ArgumentTypeError(f"sizes must be > 0, got {text!r}")
     return tuple(parts)
+
+
+def _bounded(low, what):
+    """An argparse type: an integer >= ``low``, refused with one line otherwise."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{what} must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _threads(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("threads must be non-zero (negative: all but |t|-1 cores)")
+    return value
+
+
+# Options whose value may start with "-" (a size such as -4,8,8): argparse
+# would take it for an option and say "expected one argument".
+_VALUE_OPTIONS = ("-i", "--input", "-o", "--output", "-t", "--threads", "-n", "--batch",
+                  "-c", "--channels", "-r", "--repeat", "--seed")
+
+
+def _join_negative_values(argv):
+    out, k = [], 0
+    while k < len(argv):
+        arg = argv[k]
+        if arg in _VALUE_OPTIONS and k + 1 < len(argv) and argv[k + 1][:2].lstrip("-")[:1].isdigit() \
+                and argv[k + 1].startswith("-"):
+            out.append(f"{arg}={argv[k + 1]}")
+            k += 2
+            continue
+        out.append(arg)
+        k += 1
+    return out
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with every error on one line of stderr (exit status 2)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def parser():
     """The command-line interface (also used to render ``--help`` in the docs)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="python -m trilinear_bwd",
         description=(
             "Run UpsampleTrilinear3dBackward on a case, check it against the float64 "
@@ -42,8 +99,9 @@ def parser():
             "options: the CANN worked example, then a 2x32x32^3 <- 64^3 volume."
         ),
     )
-    p.add_argument("--batch", "-n", type=int, default=None, help="N (default 2)")
-    p.add_argument("--channels", "-c", type=int, default=None, help="C (default 32)")
+    p.add_argument("--batch", "-n", type=_bounded(1, "N"), default=None, help="N (default 2)")
+    p.add_argument("--channels", "-c", type=_bounded(1, "C"), default=None,
+                   help="C (default 32)")
     p.add_argument("--input", "-i", type=_triple, default=None, metavar="D,H,W",
                    help="input (gradInput) spatial size, default 32,32,32")
     p.add_argument("--output", "-o", type=_triple, default=None, metavar="D,H,W",
@@ -52,12 +110,14 @@ def parser():
     p.add_argument("--layout", choices=("ncdhw", "ndhwc"), default="ncdhw",
                    help="memory layout of gradOut and gradInput, default ncdhw")
     p.add_argument("--align-corners", action="store_true", help="corner-aligned coordinates")
-    p.add_argument("--threads", "-t", type=int, default=None,
+    p.add_argument("--threads", "-t", type=_threads, default=None,
                    help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
-    p.add_argument("--repeat", "-r", type=int, default=5, help="timed runs, median reported")
+    p.add_argument("--repeat", "-r", type=_bounded(1, "repeat"), default=5,
+                   help="timed runs, median reported")
     p.add_argument("--no-check", action="store_true",
                    help="skip the (slow) comparison with the NumPy reference")
-    p.add_argument("--seed", type=int, default=0, help="random seed for gradOut")
+    p.add_argument("--seed", type=_bounded(0, "seed"), default=0,
+                   help="random seed for gradOut")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("--info", action="store_true",
                    help="print the build configuration (OpenMP, threads, kernel variant) and exit")
@@ -100,7 +160,8 @@ def run_case(title, grad_out, input_size, align_corners, threads, repeat, check)
     if not check:
         return True
     start = time.perf_counter()
-    exact = reference.backward(grad_out.astype(np.float64), input_size, align_corners)
+    exact = reference.backward(grad_out.astype(np.float64), input_size, align_corners,
+                               opmath=reference.opmath_of(grad_out.dtype))
     bound = reference.error_bound(grad_out, input_size, align_corners, dtype=grad_out.dtype)
     err = np.abs(out.astype(np.float64) - exact)
     ok = bool((err <= bound).all())
@@ -112,8 +173,34 @@ def run_case(title, grad_out, input_size, align_corners, threads, repeat, check)
 
 
 def main(argv=None):
-    """Entry point of ``python -m trilinear_bwd`` and the ``trilinear-bwd`` script."""
-    args = parser().parse_args(argv)
+    """Entry point of ``python -m trilinear_bwd`` and the ``trilinear-bwd`` script.
+
+    A bad option, or a case the operator refuses or the machine cannot hold,
+    is one line on stderr and exit status 2, as argparse reports its own.
+    """
+    cli = parser()
+    args = cli.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    try:
+        return _main(args)
+    except MemoryError as exc:
+        cli.error(f"not enough memory for this case: {exc or 'allocation failed'}")
+    except Exception as exc:
+        from trilinear_bwd import AclnnError
+
+        if isinstance(exc, AclnnError):
+            cli.error(str(exc))
+        raise
+
+
+def _check_case(n, c, ins, outs, dtype, align_corners):
+    """Refuse, before allocating anything, a case the operator would refuse."""
+    from trilinear_bwd._arguments import validate
+
+    stand_in = np.broadcast_to(np.zeros((), dtype), (n, c) + outs)
+    validate(stand_in, outs, (n, c) + ins, align_corners, 0.0, 0.0, 0.0, None, allocate=True)
+
+
+def _main(args):
     if args.version:
         from trilinear_bwd import __version__
 
@@ -144,6 +231,7 @@ def main(argv=None):
     c = 32 if args.channels is None else args.channels
     ins = args.input or (32, 32, 32)
     outs = args.output or (64, 64, 64)
+    _check_case(n, c, ins, outs, dtype, args.align_corners)
     values = rng.standard_normal((n, c) + outs, dtype=np.float32).astype(dtype)
     ok &= run_case(f"Volume: N={n} C={c} {ins} <- {outs}, {args.dtype}, {args.layout}",
                    _layout(values, args.layout), (n, c) + ins, args.align_corners,

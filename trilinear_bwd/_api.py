@@ -1,25 +1,20 @@
 """The one-call entry point."""
 
 import dataclasses
+import sys
 
 import numpy as np
 
+from . import _pool
 from ._executor import Executor, alloc_workspace
 from ._plan import is_channels_last
+from ._arguments import as_array, is_misaligned, one_call_sizes, validate
 from ._status import InternalError, NullArgumentError
-from ._validate import as_array, invalid, validate
-
-def _spatial(value, name):
-    if value is None:
-        return None
-    try:
-        return tuple(value)
-    except Exception:  # noqa: BLE001 - hardening: whatever iteration raises is a bad argument
-        raise invalid(f"{name} must be a sequence, got {type(value).__name__}") from None
 
 
-def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_corners=False,
-                                  scales=(0.0, 0.0, 0.0), out=None, num_threads=None):
+def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
+                                  align_corners=False, scales=(0.0, 0.0, 0.0), out=None,
+                                  num_threads=None):
     """Gradient of trilinear 3-D upsampling with respect to its input.
 
     Computes what ``torch.ops.aten.upsample_trilinear3d_backward`` and
@@ -35,7 +30,10 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
         first (the two-phase API rejects those).
     input_size : sequence of int
         The shape of the volume that was upsampled: ``(N, C, iD, iH, iW)``, or
-        just ``(iD, iH, iW)`` with N and C taken from ``grad_out``.
+        just ``(iD, iH, iW)`` with N and C taken from ``grad_out``.  (This is
+        PyTorch's name and place; the two-phase call takes CANN's order,
+        ``output_size`` first, so everything after ``input_size`` is
+        keyword-only here: swapping the two is an error, not a wrong answer.)
     output_size : sequence of 3 int, optional
         ``(oD, oH, oW)``; defaults to ``grad_out.shape[2:]``.
     align_corners : bool, default False
@@ -44,17 +42,20 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
         The forward's multipliers per axis (D, H, W); <= 0 means "not given".
         With ``align_corners=False`` a given scale sets the coordinate step
         to ``1/scale`` and must satisfy ``floor(in * scale) == out``.
-    out : ndarray, optional
+    out : ndarray or torch.Tensor, optional
         Where to write the result (shape ``(N, C, iD, iH, iW)``, the dtype of
         ``grad_out``, any layout).  By default a new array is allocated, in
-        channels-last layout if ``grad_out`` is channels-last.
+        channels-last layout if ``grad_out`` is channels-last, from a pool of
+        memory that earlier results gave back (``docs/performance.md``).
     num_threads : int, optional
         OpenMP threads; None follows ``OMP_NUM_THREADS`` / ``threadpoolctl``.
 
     Returns
     -------
-    ndarray, shape (N, C, iD, iH, iW)
-        ``out`` if given, else the new array.
+    ndarray or torch.Tensor, shape (N, C, iD, iH, iW)
+        ``out`` if given; else a new array of the caller's kind: a torch
+        tensor when ``grad_out`` is one (sharing memory, no copy), a NumPy
+        array otherwise.
 
     Raises
     ------
@@ -71,50 +72,42 @@ def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_
     """
     if grad_out is None:
         raise NullArgumentError("gradOut must not be None")
-    if input_size is None:
-        raise NullArgumentError("inputSize must not be None")
+    grad_out_given = grad_out
     grad_out = as_array(grad_out, "gradOut")
+    input_size, output_size, scales, first = one_call_sizes(grad_out.shape, input_size,
+                                                             output_size, scales)
     # Arrays that come back from pickling (dask.distributed, multiprocessing)
     # are often misaligned; the kernel needs aligned elements, so copy.
-    misaligned = not grad_out.flags.aligned or any(
-        st % grad_out.itemsize for st in grad_out.strides)
-    input_size = _spatial(input_size, "inputSize")
-    if len(input_size) == 3 and grad_out.ndim == 5:
-        input_size = tuple(grad_out.shape[:2]) + input_size
-    if output_size is None:
-        output_size = tuple(grad_out.shape[2:])
-    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales")
-    if len(scales) != 3:
-        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
-
-    # The copy comes after validation, so that a call breaking a
-    # rule (a limit above all: a zero-stride view can describe 60 GiB)
-    # allocates nothing.  The copy is private, so an aligned stand-in of the
-    # same shape and dtype is what needs validating.
-    checked = np.broadcast_to(np.zeros((), grad_out.dtype), grad_out.shape) if misaligned \
-        else grad_out
-    args = validate(checked, output_size, input_size, align_corners, *scales, out,
-                    allocate=out is None)
+    misaligned = is_misaligned(grad_out)
+    # Every rule, overlap with ``out`` included, is checked on the caller's
+    # own array; only then is a misaligned one copied, so that a call that
+    # breaks a rule (a limit above all: a zero-stride view can describe
+    # 60 GiB) allocates nothing.
+    args = validate(grad_out, output_size, input_size, align_corners, *scales, out,
+                    allocate=out is None, misaligned_ok=misaligned, input_first=first)
     if misaligned:
         try:
             args = dataclasses.replace(args, grad_out=grad_out.copy())
         except MemoryError as exc:
             raise InternalError(f"could not copy the misaligned gradOut: {exc}") from None
+    result = out
     if out is None:
         out = _new_output(args.grad_out, args.input_size)
         args = dataclasses.replace(args, grad_input=out)
+        # The caller's kind of array back: a torch tensor in, a torch tensor
+        # out, sharing the new array's memory.
+        torch = sys.modules.get("torch")
+        is_tensor = torch is not None and isinstance(grad_out_given, torch.Tensor)
+        result = _pool.as_tensor(out) if is_tensor else out
     executor = Executor(args, num_threads)
     executor._execute_now(alloc_workspace(executor.workspace_size), executor.workspace_size)
-    return out
+    return result
 
 
 def _new_output(grad_out, shape):
     # Running out of memory is an AclnnError (561000), not a
     # MemoryError escaping from the middle of the call.
     try:
-        if is_channels_last(grad_out):
-            n, c, d, h, w = shape
-            return np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
-        return np.empty(shape, dtype=grad_out.dtype)
+        return _pool.empty(shape, grad_out.dtype, is_channels_last(grad_out))
     except (MemoryError, ValueError) as exc:
         raise InternalError(f"could not allocate gradInput of shape {shape}: {exc}") from None

@@ -7,19 +7,25 @@ phase two only checks the workspace and the executor's state, then runs the
 kernel with the GIL released.
 """
 
-import numbers
 import os
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
 from . import _dispatch, _openmp_helpers
 from ._plan import data_address, make_plan
 from ._status import ExecutionError, InternalError, InvalidArgumentError, NullArgumentError
-from ._validate import as_array, has_internal_overlap, invalid, validate
+from ._arguments import (
+    as_array,
+    checked_workspace,
+    invalid,
+    resolve_num_threads,
+    validate,
+    workspace_size_argument,
+)
 
-MAX_THREADS = 1024
 # With the default thread count, small problems use fewer threads: a thread
 # per this many bytes moved at most.  Waking a team costs more than the work,
 # and under load a descheduled team member stalls everyone at the barrier.
@@ -36,9 +42,18 @@ _team_started = False
 _forked_after_team = False
 
 
+# Executors alive in this process: a child forked while another thread held
+# one of an executor's locks would find it held forever, so the child gets
+# fresh locks (the run that held it belongs to the parent).
+_live = weakref.WeakSet()
+
+
 def _after_fork_in_child():
     global _forked_after_team
     _forked_after_team = _forked_after_team or _team_started
+    for executor in list(_live):
+        executor._lock = threading.Lock()
+        executor._busy = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -55,28 +70,6 @@ def _fork_safe_threads(threads):
         )
         return 1
     return threads
-
-
-def resolve_num_threads(num_threads):
-    """Check ``num_threads`` and return the team size it asks for (>= 1).
-
-    Parameters
-    ----------
-    num_threads : int or None
-        None follows OpenMP's default; a positive integer is a team size; a
-        negative integer counts back from the processor count (-1: all).
-    """
-    if num_threads is None:
-        return _openmp_helpers.effective_n_threads(None)
-    if isinstance(num_threads, (bool, np.bool_)) or not isinstance(num_threads, numbers.Integral):
-        raise invalid(f"num_threads must be an integer or None, got {num_threads!r}")
-    num_threads = int(num_threads)
-    if num_threads == 0 or abs(num_threads) > MAX_THREADS:
-        raise invalid(
-            f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
-            f"got {num_threads}"
-        )
-    return _openmp_helpers.effective_n_threads(num_threads)
 
 
 class Executor:
@@ -99,20 +92,29 @@ class Executor:
         requested = resolve_num_threads(num_threads)
         self._plan = make_plan(args, requested)
         self._kernel = _dispatch.kernel_module().KernelPlan(self._plan.spec)
-        self._threads = min(requested, self._plan.n_slots)
+        self._workspace_size = self._plan.workspace_size
+        self._n_slots = self._plan.n_slots
+        self._threads = min(requested, self._n_slots)
         moved = args.grad_out.nbytes + args.grad_input.nbytes
         self._default_cap = max(1, moved // BYTES_PER_THREAD)
+        # Two locks, so that nothing waits on a run but another run:
+        # ``_lock`` guards the state and is held only for a moment (claim,
+        # update, destroy), never across a kernel; ``_busy`` is held for the
+        # length of each run.  A run uses what it captured when it was
+        # claimed, so update_arrays and destroy need not wait for it.
         self._lock = threading.Lock()
+        self._busy = threading.Lock()
         self._state = _READY
         self._repeatable = False
         self._last_team = None
+        _live.add(self)
 
     # -- introspection -------------------------------------------------------
 
     @property
     def workspace_size(self):
         """Bytes of workspace a run needs."""
-        return self._plan.workspace_size
+        return self._workspace_size
 
     @property
     def repeatable(self):
@@ -126,19 +128,21 @@ class Executor:
 
     @property
     def grad_out(self):
-        """The array phase two reads."""
-        return self._args.grad_out
+        """The array phase two reads (None once destroyed)."""
+        args = self._args
+        return None if args is None else args.grad_out
 
     @property
     def grad_input(self):
-        """The array phase two overwrites."""
-        return self._args.grad_input
+        """The array phase two overwrites (None once destroyed)."""
+        args = self._args
+        return None if args is None else args.grad_input
 
     @property
     def num_threads(self):
         """The team size a run will use now."""
         if self._follow_default:
-            return max(1, min(_openmp_helpers.effective_n_threads(None), self._plan.n_slots,
+            return max(1, min(_openmp_helpers.effective_n_threads(None), self._n_slots,
                               self._default_cap))
         return self._threads
 
@@ -153,6 +157,8 @@ class Executor:
 
     def __repr__(self):
         a = self._args
+        if a is None:
+            return f"<trilinear_bwd.Executor {self._state}>"
         layout = "NDHWC" if self._plan.channels_last else "NCDHW"
         return (
             f"<trilinear_bwd.Executor {self._state}{' repeatable' if self._repeatable else ''}: "
@@ -172,7 +178,7 @@ class Executor:
         ExecutionError
             (361001) the executor was destroyed or already consumed.
         """
-        with self._hold("set_repeatable"):
+        with self._lock:
             self._check_usable()
             self._repeatable = True
 
@@ -182,7 +188,9 @@ class Executor:
         The counterpart of ``aclSetInputTensorAddr`` / ``aclSetOutputTensorAddr``.
         The new arrays must have the same shape, dtype and strides as the ones
         they replace; they are validated again (writability, overlap).  On
-        error nothing changes.
+        error nothing changes.  Runs already launched (on a stream, or running
+        in another thread) keep the arrays they were launched with; the next
+        launch uses the new ones.
 
         Parameters
         ----------
@@ -192,44 +200,48 @@ class Executor:
         Raises
         ------
         ExecutionError
-            (361001) the executor is not repeatable, destroyed, or running.
+            (361001) the executor is not repeatable, or was destroyed.
         InvalidArgumentError
             (161002) a new array differs in shape, dtype or strides, is
             read-only, or overlaps the other.
         """
-        with self._hold("update_arrays"):
+        with self._lock:
             self._check_usable()
             if not self._repeatable:
                 raise ExecutionError(
                     "update_arrays needs a repeatable executor; call set_repeatable() first"
                 )
             old = self._args
-            new_out = old.grad_out if grad_out is None else as_array(grad_out, "gradOut")
-            new_in = old.grad_input if grad_input is None else as_array(grad_input, "gradInput")
+            keep = {b.name: b.tensor for b in old.tensors}
+            new_out = keep.get("gradOut", old.grad_out) if grad_out is None else grad_out
+            new_in = keep.get("gradInput", old.grad_input) if grad_input is None else grad_input
             for name, new, ref in (("gradOut", new_out, old.grad_out),
                                    ("gradInput", new_in, old.grad_input)):
-                if (new.shape, new.dtype, new.strides) != (ref.shape, ref.dtype, ref.strides):
+                arr = as_array(new, name)
+                if (arr.shape, arr.dtype, arr.strides) != (ref.shape, ref.dtype, ref.strides):
                     raise invalid(
                         f"{name} must keep shape {tuple(ref.shape)}, dtype {ref.dtype} and "
-                        f"strides {ref.strides}, got {tuple(new.shape)}, {new.dtype}, "
-                        f"{new.strides}"
+                        f"strides {ref.strides}, got {tuple(arr.shape)}, {arr.dtype}, "
+                        f"{arr.strides}"
                     )
-                if not new.flags.aligned:
+                if not arr.flags.aligned:
                     raise invalid(f"{name} must be aligned to its element size")
-            args = validate(
+            self._args = validate(
                 new_out, old.output_size, old.input_size, old.align_corners,
                 *old.scales, new_in,
             )
-            self._args = args
 
     def destroy(self):
         """Release the executor (``aclDestroyAclOpExecutor``); later runs get 361001.
 
-        Destroying twice is harmless.  Raises ExecutionError (361001) if the
-        executor is running right now.
+        Drops every reference the executor holds (arrays, plan, kernel), so
+        their memory is freed as soon as the caller lets go of them too.  A
+        run already launched (on a stream, or in another thread) completes
+        with what it captured.  Destroying twice is harmless.
         """
-        with self._hold("destroy"):
+        with self._lock:
             self._state = _DESTROYED
+            self._args = self._plan = self._kernel = None
 
     def __enter__(self):
         return self
@@ -239,12 +251,16 @@ class Executor:
             self.destroy()
         return False
 
-    # -- phase two -------------------------------------------------------------
+    def __reduce_ex__(self, protocol):
+        # copy.copy, copy.deepcopy and pickle all come here.  A copy would
+        # share the original's memory bindings but not its state (a consumed
+        # single-use executor would run again), so there is none.
+        raise ExecutionError(
+            "an Executor cannot be copied or pickled: it is bound to its arrays' memory; "
+            "call get_workspace_size again (in the other process, for pickling)"
+        )
 
-    def _hold(self, what):
-        if not self._lock.acquire(blocking=False):
-            raise ExecutionError(f"executor is running; {what} must wait until it finishes")
-        return _Release(self._lock)
+    # -- phase two -------------------------------------------------------------
 
     def _check_usable(self):
         if self._state == _DESTROYED:
@@ -258,19 +274,27 @@ class Executor:
     def _claim(self, workspace, workspace_size):
         """Check phase two and, for a single-use executor, consume it.
 
-        The caller holds the lock.  The returned job captures the bound
+        The caller holds ``_lock``.  The returned job captures the bound
         arrays, kernel and workspace now, so a stream runs exactly what was
         launched even if the executor is updated or destroyed meanwhile.
         """
         self._check_usable()
-        buf = _checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
+        buf = checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
         if not self._repeatable:
             self._state = _CONSUMED
         return _Job(self, buf, self.num_threads)
 
     def _execute_now(self, workspace, workspace_size):
-        with self._hold("execute"):
-            self._claim(workspace, workspace_size).run_locked()
+        if not self._busy.acquire(blocking=False):
+            raise ExecutionError(
+                "executor is running in another thread; execute must wait until it finishes"
+            )
+        try:
+            with self._lock:
+                job = self._claim(workspace, workspace_size)
+            job.run()
+        finally:
+            self._busy.release()
 
     def _enqueue(self, workspace, workspace_size, submit):
         """Claim a run and hand it to ``submit`` (a stream's queue), atomically.
@@ -279,7 +303,7 @@ class Executor:
         closed stream, the claim is undone, so a single-use executor is not
         consumed by a launch that never ran.
         """
-        with self._hold("execute"):
+        with self._lock:
             state = self._state
             job = self._claim(workspace, workspace_size)
             try:
@@ -301,82 +325,28 @@ class _Job:
         self._workspace = workspace
         self._threads = threads
 
-    def run_locked(self):
-        """Run the kernel; the caller holds the executor's lock."""
+    def run(self):
+        """Run the kernel, then mark a torch ``gradInput`` as written."""
         global _team_started
+        args = self._args
+        for binding in args.tensors:
+            binding.check()
         ws = 0 if self._workspace is None else data_address(self._workspace)
         team = self._kernel.run(
-            data_address(self._args.grad_out), data_address(self._args.grad_input),
+            data_address(args.grad_out), data_address(args.grad_input),
             ws, _fork_safe_threads(self._threads),
         )
         self._executor._last_team = team
         _team_started = _team_started or team > 1
+        for binding in args.tensors:
+            if binding.name == "gradInput":
+                binding.mark_written()
 
     def __call__(self):
-        lock = self._executor._lock
-        if not lock.acquire(blocking=False):
-            raise ExecutionError("executor is already running in another thread")
-        try:
-            self.run_locked()
-        finally:
-            lock.release()
-
-
-class _Release:
-    """Context manager that releases an already-acquired lock."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self, lock):
-        self._lock = lock
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._lock.release()
-        return False
-
-
-def _checked_workspace(workspace, workspace_size, required, args):
-    """Check phase two's workspace arguments; return the buffer as an array, or None."""
-    if isinstance(workspace_size, (bool, np.bool_)) or not isinstance(workspace_size, numbers.Integral):
-        raise InvalidArgumentError(f"workspaceSize must be an integer, got {workspace_size!r}")
-    workspace_size = int(workspace_size)
-    if workspace_size < required:
-        raise ExecutionError(
-            f"workspaceSize must be at least {required} (what phase one returned), got {workspace_size}"
-        )
-    if workspace is None:
-        if required == 0:
-            return None
-        raise NullArgumentError(f"workspace must not be None (it needs {required} bytes)")
-    if isinstance(workspace, (bytes, bytearray, memoryview)):
-        buf = np.frombuffer(workspace, dtype=np.uint8)
-    else:
-        buf = as_array(workspace, "workspace")
-    # An object array is a block of PyObject pointers; letting the
-    # kernel write floats over them would crash the interpreter later.
-    if buf.dtype.hasobject:
-        raise InvalidArgumentError(
-            f"workspace must be a buffer of plain memory, got an array of dtype {buf.dtype}"
-        )
-    if not buf.flags.c_contiguous:
-        raise ExecutionError("workspace must be one contiguous block of memory")
-    if not buf.flags.writeable:
-        raise ExecutionError("workspace must be writable, got a read-only buffer")
-    if buf.nbytes < workspace_size:
-        raise ExecutionError(
-            f"workspace must hold workspaceSize = {workspace_size} bytes, got {buf.nbytes}"
-        )
-    if required == 0:
-        return None
-    if buf.size > 1 and has_internal_overlap(buf):
-        raise ExecutionError("workspace must not overlap itself")
-    for name, arr in (("gradOut", args.grad_out), ("gradInput", args.grad_input)):
-        if arr.size and np.may_share_memory(buf, arr):
-            raise ExecutionError(f"workspace must not overlap {name}")
-    return buf
+        # On a stream's worker: wait for a run of the same executor in
+        # another thread to finish (queued runs are never dropped).
+        with self._executor._busy:
+            self.run()
 
 
 def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_d,
@@ -466,20 +436,17 @@ def alloc_workspace(workspace_size):
     InternalError
         (561000) the memory could not be allocated.
     """
-    if isinstance(workspace_size, (bool, np.bool_)) or not isinstance(workspace_size, numbers.Integral):
-        raise InvalidArgumentError(f"workspaceSize must be an integer, got {workspace_size!r}")
-    if workspace_size < 0:
-        raise InvalidArgumentError(f"workspaceSize must be >= 0, got {workspace_size}")
+    workspace_size = workspace_size_argument(workspace_size)
     # A size no allocator can satisfy is reported as an AclnnError
     # (561000: not a rule the caller broke, but no MemoryError escaping).
     try:
-        raw = np.empty(int(workspace_size) + 64, dtype=np.uint8)
+        raw = np.empty(workspace_size + 64, dtype=np.uint8)
     except (MemoryError, ValueError) as exc:
         raise InternalError(
-            f"could not allocate a workspace of {int(workspace_size)} bytes: {exc}"
+            f"could not allocate a workspace of {workspace_size} bytes: {exc}"
         ) from None
     start = -raw.ctypes.data % 64
-    return raw[start:start + int(workspace_size)]
+    return raw[start:start + workspace_size]
 
 
 def execute(workspace, workspace_size, executor, stream=None):

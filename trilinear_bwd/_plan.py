@@ -145,7 +145,7 @@ def make_plan(args, n_threads):
 
     Parameters
     ----------
-    args : trilinear_bwd._validate.Arguments
+    args : trilinear_bwd._arguments.Arguments
     n_threads : int
         The team size the caller asked for (>= 1).
 

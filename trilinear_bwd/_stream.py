@@ -1,9 +1,30 @@
 """A CPU stand-in for ``aclrtStream``: an in-order queue run by one worker thread."""
 
 import collections
+import os
 import threading
+import weakref
 
 from ._status import ExecutionError
+
+# Streams alive in this process.  A forked child has none of the parent's
+# threads, so each stream there starts afresh: a new worker on the next
+# launch, and the runs that were still queued in the parent (they run there,
+# not here) reported once by the child's next synchronize().
+_live = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for stream in list(_live):
+        old = stream._q
+        stream._q = _Queue()
+        stream._q.lost_at_fork = len(old.jobs) + old.busy
+        stream._q.closed = old.closed
+        stream._worker = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Queue:
@@ -19,6 +40,7 @@ class _Queue:
         self.busy = False
         self.errors = []
         self.closed = False
+        self.lost_at_fork = 0
 
     def work(self):
         while True:
@@ -61,6 +83,12 @@ class Stream:
     def __init__(self):
         self._q = _Queue()
         self._worker = None
+        _live.add(self)
+
+    def __reduce_ex__(self, protocol):
+        # A copy would share the queue and its worker, and close them when
+        # either copy is collected.
+        raise ExecutionError("a Stream cannot be copied or pickled; create a new one")
 
     def __repr__(self):
         q = self._q
@@ -95,6 +123,12 @@ class Stream:
             while q.jobs or q.busy:
                 q.cond.wait()
             errors, q.errors = q.errors, []
+            lost, q.lost_at_fork = q.lost_at_fork, 0
+        if lost:
+            raise ExecutionError(
+                f"{lost} run(s) launched on this stream before fork() were still pending; "
+                "they run in the parent process, not in this child"
+            )
         if errors:
             raise errors[0]
 

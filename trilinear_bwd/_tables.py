@@ -8,7 +8,7 @@ import numpy as np
 GATHER, WINDOW8, WINDOW16 = 0, 1, 2
 
 
-def axis_coefficients(n_in, n_out, align_corners, scale):
+def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64):
     """Return the forward interpolation coefficients of one axis.
 
     Output point ``j`` reads ``l0[j] * x[x0[j]] + l1[j] * x[x1[j]]``.
@@ -22,6 +22,9 @@ def axis_coefficients(n_in, n_out, align_corners, scale):
     scale : float
         The user's forward multiplier for the axis; <= 0 means "not given".
         Only used when ``align_corners`` is False.
+    opmath : {numpy.float64, numpy.float32}
+        The type PyTorch computes this dtype's coordinates in (float64 for
+        float64 data, float32 otherwise): see :func:`pytorch_zero_pattern`.
 
     Returns
     -------
@@ -42,7 +45,79 @@ def axis_coefficients(n_in, n_out, align_corners, scale):
     x1 = np.minimum(x0 + 1, n_in - 1)
     l1 = np.clip(src - x0, 0.0, 1.0)
     l0 = 1.0 - l1
+    pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1)
     return x0, x1, l0, l1
+
+
+# Points whose float64 coordinate lies this close (relative) to an integer
+# are where PyTorch's own rounding can make a weight exactly zero or not; a
+# coordinate that is not an integer lies at least 1 / (2 * 2**20) from one.
+_NEAR_INTEGER = 1e-9
+# The weight of a term PyTorch has and exact arithmetic has not (its weight
+# there is a rounding error): the least normal float32, enough for 0 * Inf
+# and Inf * TINY to tell apart, too small to move a finite sum.
+TINY = float(np.finfo(np.float32).tiny)
+
+
+def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1):
+    """Make the zero weights those of PyTorch's CPU kernel, in place.
+
+    A zero weight is never skipped, so an Inf in ``grad_out`` becomes NaN
+    exactly where a weight is zero (``0 * Inf``).  Which weights are zero
+    depends on rounding, and PyTorch's differs from the float64 arithmetic
+    here in three ways (see :func:`_pytorch_point`): it computes in its
+    "opmath" type (float32 for float32, float16 and bfloat16 data), its
+    compiler fuses ``scale * (j + 0.5) - 0.5`` into one multiply-add, and it
+    floors the coordinate after rounding it to float32.  Where the exact
+    coordinate is an integer, PyTorch's is then often a hair off it: a weight
+    of 3e-17 instead of 0, or a zero weight on the neighbouring point.  At
+    those points only -- where the float64 coordinate is within
+    ``_NEAR_INTEGER`` of an integer -- this takes PyTorch's pair of points
+    and which of its weights are zero, whenever they differ; the weights
+    stay the exact ones (their sum per point), except that a term which
+    PyTorch weights by a rounding error and exact arithmetic not at all gets
+    ``TINY``.  Everywhere else the float64 coefficients stand.
+    """
+    near = np.abs(src - np.rint(src)) <= _NEAR_INTEGER * np.maximum(1.0, src)
+    for k in np.flatnonzero(near):
+        i0, i1, lam0, lam1 = _pytorch_point(n_in, n_out, align_corners, scale, opmath, int(k))
+        if (i0, i1) == (x0[k], x1[k]) and (lam0 == 0.0) == (l0[k] == 0.0) \
+                and (lam1 == 0.0) == (l1[k] == 0.0):
+            continue
+        exact = {int(x0[k]): float(l0[k])}
+        exact[int(x1[k])] = exact.get(int(x1[k]), 0.0) + float(l1[k])
+        w0 = exact.get(i0, 0.0) or TINY
+        w1 = (exact.get(i1, 0.0) if i1 != i0 else 0.0) or TINY
+        x0[k], x1[k] = i0, i1
+        l0[k] = w0 if lam0 != 0.0 else 0.0
+        l1[k] = w1 if lam1 != 0.0 else 0.0
+
+
+def _pytorch_point(n_in, n_out, align_corners, scale, opmath, j):
+    """PyTorch's ``(i0, i1, lambda0, lambda1)`` for output point ``j``, rounded as its kernel rounds.
+
+    Mirrors ``area_pixel_compute_scale``, ``area_pixel_compute_source_index``
+    and ``guard_index_and_lambda`` (ATen's UpSample.h) as its x86-64 and
+    aarch64 builds execute them: in ``opmath``, with the multiply-add of the
+    half-pixel coordinate fused, and ``floorf`` of the coordinate.
+    """
+    t = np.float32 if np.dtype(opmath) == np.float32 else np.float64
+    if align_corners:
+        step = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
+        real = t(step * t(j))
+    else:
+        step = t(1.0 / scale) if scale > 0 else t(n_in) / t(n_out)
+        # fma(step, j + 0.5, -0.5), rounded once: exactly, as a ratio of
+        # integers, which Python divides with correct rounding; for float32
+        # the float64 quotient is exact wherever it is >= 0 (a product of
+        # two float32 values, minus 0.5), so the cast is the one rounding.
+        num, den = float(step).as_integer_ratio()
+        real = max(t((num * (2 * j + 1) - den) / (2 * den)), t(0))
+    i0 = min(int(np.floor(np.float32(real))), n_in - 1)
+    i1 = min(i0 + 1, n_in - 1)
+    lam1 = min(max(t(real - t(i0)), t(0)), t(1))
+    lam0 = t(1) - lam1
+    return i0, i1, float(lam0), float(lam1)
 
 
 def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
@@ -88,7 +163,7 @@ CACHED_POINTS = 4096
 
 
 def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel):
-    x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale)
+    x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale, np.dtype(dtype).type)
     target = np.stack([x0, x1], axis=1).ravel()
     source = np.repeat(np.arange(n_out, dtype=np.int64), 2)
     weight = np.stack([l0, l1], axis=1).ravel()

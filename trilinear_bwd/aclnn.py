@@ -23,7 +23,6 @@ Examples
 array([ 36., 100., 164., 228.], dtype=float32)
 """
 
-import numbers
 import threading
 
 from . import _executor
@@ -38,6 +37,7 @@ from ._status import (
     NullArgumentError,
 )
 from ._stream import Stream
+from ._arguments import as_int
 
 __all__ = [
     "ACLNN_ERR_INNER",
@@ -199,7 +199,7 @@ def _rebind(executor, index, tensor, which):
     if tensor is None:
         raise NullArgumentError("tensor must not be None")
     # Only the integer 0 names the one tensor (not 0.0, False or an array).
-    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or index != 0:
+    if as_int(index, "index") != 0:
         raise InvalidArgumentError(f"index must be 0 (the operator has one {which}), got {index!r}")
     executor.update_arrays(**{which: tensor})
 

@@ -36,18 +36,23 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from ._api import _spatial
 from ._api import upsample_trilinear3d_backward as _kernel_call
-from ._executor import resolve_num_threads
 from ._status import NullArgumentError
 from ._tables import axis_coefficients
-from ._validate import _int_list, invalid, validate
+from ._arguments import (
+    _int_list,
+    element_name,
+    invalid,
+    one_call_sizes,
+    resolve_num_threads,
+    validate,
+)
 
 __all__ = ["upsample_trilinear3d_backward"]
 
 
-def upsample_trilinear3d_backward(grad_out, input_size, output_size=None, align_corners=False,
-                                  scales=(0.0, 0.0, 0.0), num_threads=1):
+def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
+                                  align_corners=False, scales=(0.0, 0.0, 0.0), num_threads=1):
     """Gradient of trilinear 3-D upsampling for a Dask array, lazily.
 
     The same operator as :func:`trilinear_bwd.upsample_trilinear3d_backward`,
@@ -148,25 +153,18 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
         # Empty spatial chunks contribute nothing and have no input range.
         grad_out = grad_out.rechunk(grad_out.chunks[:2] + tuple(
             tuple(c for c in grad_out.chunks[k] if c) or grad_out.chunks[k] for k in (2, 3, 4)))
-    input_size = _spatial(input_size, "inputSize")
-    if len(input_size) == 3:
-        input_size = tuple(grad_out.shape[:2]) + input_size
-    input_size = _int_list(input_size, "inputSize", 5)
-    if output_size is None:
-        output_size = tuple(grad_out.shape[2:])
-    scales = _spatial((0.0, 0.0, 0.0) if scales is None else scales, "scales")
-    if len(scales) != 3:
-        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
+    input_size, output_size, scales, first = one_call_sizes(
+        tuple(grad_out.shape), input_size, output_size, scales)
+    input_size = _int_list(input_size, "inputSize", 5, first)
     resolve_num_threads(num_threads)
 
     for k, axis in enumerate("NC"):
+        name = element_name("inputSize", k, first)
         if input_size[k] < 0:
-            raise invalid(f"inputSize[{k}] must be >= 0, got {input_size[k]}")
+            raise invalid(f"{name} must be >= 0, got {input_size[k]}")
         if grad_out.shape[k] != input_size[k]:
-            raise invalid(
-                f"gradOut {axis} must equal inputSize[{k}] = {input_size[k]}, "
-                f"got {grad_out.shape[k]}"
-            )
+            raise invalid(f"gradOut {axis} must equal {name} = {input_size[k]}, "
+                          f"got {grad_out.shape[k]}")
     # Everything else, on a stand-in that holds no memory: with N = C = 0 the
     # checks are those of the whole problem minus the batch-size limits,
     # which belong to one kernel call (checked per block below), not to a
@@ -174,12 +172,12 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
     spatial = tuple(grad_out.shape[2:])
     stand_in = np.broadcast_to(np.zeros((), dtype=grad_out.dtype), (0, 0) + spatial)
     args = validate(stand_in, output_size, (0, 0) + input_size[2:], align_corners, *scales,
-                    None, allocate=True)
+                    None, allocate=True, input_first=first)
     if all(len(grad_out.chunks[k]) == 1 for k in (2, 3, 4)):
         biggest = (max(grad_out.chunks[0]), max(grad_out.chunks[1]))
         block = np.broadcast_to(np.zeros((), dtype=grad_out.dtype), biggest + spatial)
         validate(block, output_size, biggest + input_size[2:], align_corners, *scales,
-                 None, allocate=True)
+                 None, allocate=True, input_first=first)
     return grad_out, input_size, args.output_size, args.scales
 
 
@@ -192,13 +190,11 @@ def _acc_dtype(dtype):
 
 
 def _kernel_block(block, input_spatial, output_size, align_corners, scales, num_threads):
-    block = np.asarray(block)
-    if not block.flags.aligned or any(s % block.itemsize for s in block.strides):
-        # dask.distributed can hand a task a block deserialised at any byte
-        # offset of a network frame; the kernel needs element alignment.
-        block = np.array(block)
-    return _kernel_call(block, input_spatial, output_size, align_corners, scales,
-                        num_threads=num_threads)
+    # dask.distributed can hand a task a block deserialised at any byte
+    # offset of a network frame; the one call copies such a block (it needs
+    # element alignment).
+    return _kernel_call(np.asarray(block), input_spatial, output_size=output_size,
+                        align_corners=align_corners, scales=scales, num_threads=num_threads)
 
 
 def _nc_blocks(grad_out, input_size, output_size, align_corners, scales, num_threads, token):
@@ -238,7 +234,12 @@ class _Axis:
         self.bounds = [0]
         for c in chunks:
             self.bounds.append(self.bounds[-1] + c)
-        x0, x1, _, _ = axis_coefficients(n_in, n_out, align_corners, scale)
+        # The points of float32 and float64 data can differ by one where
+        # PyTorch's rounding decides (_tables.pytorch_zero_pattern): cover both.
+        pairs = [axis_coefficients(n_in, n_out, align_corners, scale, t)[:2]
+                 for t in (np.float32, np.float64)]
+        x0 = np.minimum(pairs[0][0], pairs[1][0])
+        x1 = np.maximum(pairs[0][1], pairs[1][1])
         # x0 and x1 never decrease along the axis, so a run of output points
         # touches exactly the input points between its first x0 and last x1.
         self.lo = [int(x0[b]) for b in self.bounds[:-1]]
@@ -270,7 +271,7 @@ def _axis_terms(n_in, n_out, align_corners, scale, start, stop, acc):
     ``acc`` as the kernel's tables are.  Zero weights are kept, as in the kernel.
     """
     x0, x1, l0, l1 = (a[start:stop] for a in axis_coefficients(n_in, n_out, align_corners,
-                                                                  scale))
+                                                                  scale, acc))
     lo = int(x0[0])
     length = int(x1[-1]) - lo + 1
     target = np.stack([x0, x1], axis=1).ravel() - lo

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 
-def source_coefficients(n_in, n_out, align_corners, scale=0.0):
+def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64):
     """Per output point of one axis: ``(x0, x1, l0, l1)``, transcribed from the spec.
 
     Parameters
@@ -23,12 +23,19 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0):
     align_corners : bool
     scale : float
         The forward multiplier; <= 0 means "not given".
+    opmath : {numpy.float64, numpy.float32}
+        The type PyTorch computes the coordinates of the data's dtype in:
+        which weights are exactly zero follows PyTorch's rounding there
+        (``trilinear_bwd._tables.pytorch_zero_pattern``, the one rule this
+        reference shares with the kernel's tables).
 
     Returns
     -------
     list of tuple
         ``n_out`` tuples ``(x0, x1, l0, l1)``.
     """
+    from ._tables import pytorch_zero_pattern
+
     coefficients = []
     for j in range(n_out):
         if n_in == n_out:
@@ -44,20 +51,33 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0):
         x1 = min(x0 + 1, n_in - 1)
         l1 = min(max(src - x0, 0.0), 1.0)
         coefficients.append((x0, x1, 1.0 - l1, l1))
+    if n_in != n_out and coefficients:
+        x0, x1, l0, l1 = (np.array(v) for v in zip(*coefficients))
+        src = np.array([j * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners
+                        else max(0.0, (j + 0.5) * (1.0 / scale if scale > 0 else n_in / n_out)
+                                 - 0.5) for j in range(n_out)])
+        pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1)
+        coefficients = [(int(a), int(b), float(c), float(d)) for a, b, c, d in zip(x0, x1, l0, l1)]
     return coefficients
 
 
-def _corners(n_in, n_out, align_corners, scale):
+def opmath_of(dtype):
+    """The type PyTorch computes coordinates in for data of ``dtype`` (float64 only for float64)."""
+    return np.float64 if np.dtype(dtype).name == "float64" else np.float32
+
+
+def _corners(n_in, n_out, align_corners, scale, opmath):
     """Two (index, weight) pairs of arrays, one per corner of the axis."""
-    c = np.array(source_coefficients(n_in, n_out, align_corners, scale), dtype=np.float64)
+    c = np.array(source_coefficients(n_in, n_out, align_corners, scale, opmath),
+                 dtype=np.float64)
     c = c.reshape(n_out, 4)
     return [(c[:, 0].astype(np.int64), c[:, 2]), (c[:, 1].astype(np.int64), c[:, 3])]
 
 
-def _eight_corners(spatial_in, spatial_out, align_corners, scales):
+def _eight_corners(spatial_in, spatial_out, align_corners, scales, opmath):
     """For each of the 8 corners: input indices (a, b, e) and weights, as
     arrays broadcast over the output grid (oD, oH, oW)."""
-    cd, ch, cw = (_corners(int(i), int(o), align_corners, s)
+    cd, ch, cw = (_corners(int(i), int(o), align_corners, s, opmath)
                   for i, o, s in zip(spatial_in, spatial_out, scales))
     for a, wa in cd:
         for b, wb in ch:
@@ -66,7 +86,8 @@ def _eight_corners(spatial_in, spatial_out, align_corners, scales):
                        wa[:, None, None] * wb[None, :, None] * we[None, None, :])
 
 
-def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
+def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
+             opmath=None):
     """The backward of trilinear upsampling, summed voxel by voxel in float64.
 
     Parameters
@@ -76,6 +97,9 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
         ``(N, C, iD, iH, iW)``.
     align_corners : bool
     scales : sequence of 3 float
+    opmath : {numpy.float64, numpy.float32}, optional
+        See :func:`source_coefficients`; by default that of ``grad_out``'s
+        dtype (pass it when ``grad_out`` was widened from another dtype).
 
     Returns
     -------
@@ -83,13 +107,16 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
         ``grad_input[n, c, a, b, e] = sum over (x, y, z) of
         grad_out[n, c, x, y, z] * wD(x -> a) * wH(y -> b) * wW(z -> e)``.
     """
-    g = np.asarray(grad_out).astype(np.float64)
+    g = np.asarray(grad_out)
+    opmath = opmath_of(g.dtype) if opmath is None else opmath
+    g = g.astype(np.float64)
     n, c, od, oh, ow = g.shape
     _, _, id_, ih, iw = (int(v) for v in input_size)
     slices = n * c
     g = g.reshape(slices, od * oh * ow)
     result = np.zeros((slices, id_ * ih * iw))
-    for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales):
+    for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales,
+                                          opmath):
         target = ((a * ih + b) * iw + e).ravel()
         for s in range(slices):
             result[s] += np.bincount(target, weights=g[s] * weight.ravel(),
@@ -97,17 +124,21 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
     return result.reshape(n, c, id_, ih, iw)
 
 
-def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
+def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0), opmath=None):
     """Trilinear upsampling of ``x`` (N, C, iD, iH, iW) to ``output_size``, in float64.
 
-    The adjoint of :func:`backward`: for any ``x`` and ``g``,
-    ``sum(forward(x) * g) == sum(x * backward(g))`` up to rounding.
+    The adjoint of :func:`backward` (with the same ``opmath``): for any
+    ``x`` and ``g``, ``sum(forward(x) * g) == sum(x * backward(g))`` up to
+    rounding.
     """
-    x = np.asarray(x).astype(np.float64)
+    x = np.asarray(x)
+    opmath = opmath_of(x.dtype) if opmath is None else opmath
+    x = x.astype(np.float64)
     n, c, id_, ih, iw = x.shape
     od, oh, ow = (int(v) for v in output_size)
     out = np.zeros((n, c, od, oh, ow))
-    for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales):
+    for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales,
+                                          opmath):
         out += x[:, :, a, b, e] * weight
     return out
 
@@ -158,18 +189,22 @@ def error_bound(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0
     ndarray of float64, shape ``input_size``
     """
     name = np.dtype(dtype).name
-    acc = np.float64 if name == "float64" else np.float32
+    acc = opmath_of(dtype)
     u = np.finfo(acc).eps / 2
     od, oh, ow = np.shape(grad_out)[2:]
     terms = 0
     for k, (n_in, n_out) in enumerate(zip(input_size[2:], (od, oh, ow))):
         counts = np.zeros(int(n_in), dtype=np.int64)
-        for x0, x1, _, _ in source_coefficients(int(n_in), n_out, align_corners, scales[k]):
+        for x0, x1, _, _ in source_coefficients(int(n_in), n_out, align_corners, scales[k],
+                                                acc):
             counts[x0] += 1
             counts[x1] += 1
         terms += int(counts.max())
     g = np.asarray(grad_out).astype(np.float64)
-    bound = (terms + 6) * u * backward(np.abs(g), input_size, align_corners, scales)
+    bound = (terms + 6) * u * backward(np.abs(g), input_size, align_corners, scales, acc)
+    # Products too small for a normal number of the accumulation type (the
+    # TINY weights of _tables.pytorch_zero_pattern) carry an absolute error.
+    bound = bound + (terms + 6) * float(np.finfo(acc).smallest_subnormal)
     if name in ("float16", "bfloat16"):
-        bound = bound + ulp(backward(g, input_size, align_corners, scales), name)
+        bound = bound + ulp(backward(g, input_size, align_corners, scales, acc), name)
     return bound

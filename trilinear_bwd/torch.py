@@ -39,8 +39,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from . import _pool
 from ._api import upsample_trilinear3d_backward as _tb_backward
 from ._status import InvalidArgumentError, NullArgumentError
+from ._arguments import _TORCH_TO_NUMPY, as_int, as_real, as_sequence
 
 __all__ = [
     "call_counts",
@@ -75,17 +77,43 @@ def _memory_format(grad_output):
 
 def _scales(scales_d, scales_h, scales_w):
     # aten's None ("not given") is this library's 0.0.
-    return tuple(0.0 if s is None else float(s) for s in (scales_d, scales_h, scales_w))
+    return tuple(0.0 if s is None else as_real(s, name)
+                 for s, name in ((scales_d, "scalesD"), (scales_h, "scalesH"),
+                                 (scales_w, "scalesW")))
 
 
 def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
          num_threads):
-    grad_input = torch.empty(
-        tuple(int(n) for n in input_size), dtype=grad_output.dtype, memory_format=memory_format
-    )
-    _tb_backward(grad_output, tuple(grad_input.shape), tuple(int(n) for n in output_size),
-                 bool(align_corners), scales, out=grad_input, num_threads=num_threads)
+    # Sizes are checked before anything is allocated (161002, never a stray
+    # TypeError from int() of a foreign object).
+    input_size = tuple(as_int(n, f"inputSize[{k}]")
+                       for k, n in enumerate(as_sequence(input_size, "inputSize", "5 integers")))
+    output_size = tuple(as_int(n, f"outputSize[{k}]") for k, n in
+                        enumerate(as_sequence(output_size, "outputSize", "3 integers")))
+    if len(input_size) != 5 or min(input_size, default=0) < 0:
+        raise InvalidArgumentError(
+            f"inputSize must be 5 non-negative integers (N, C, D, H, W), got {input_size}")
+    grad_input = _new_tensor(input_size, grad_output.dtype, memory_format)
+    _tb_backward(grad_output, input_size, output_size=output_size,
+                 align_corners=bool(align_corners), scales=scales, out=grad_input,
+                 num_threads=num_threads)
     return grad_input
+
+
+def _new_tensor(shape, dtype, memory_format):
+    """An uninitialised CPU tensor from the library's pool of faulted memory (``_pool``)."""
+    name = str(dtype).rpartition(".")[2]
+    if name not in ("float32", "float64", "float16", "bfloat16"):
+        # Not a dtype of the contract: the call will be refused (161002).
+        return torch.empty(shape, dtype=dtype, memory_format=memory_format)
+    np_dtype = _TORCH_TO_NUMPY.get(name) or _bfloat16()
+    return _pool.as_tensor(_pool.empty(shape, np_dtype, memory_format == torch.channels_last_3d))
+
+
+def _bfloat16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
 
 
 def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners,
@@ -285,9 +313,16 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
 
 
 # -- overriding aten's CPU kernel ----------------------------------------------
+#
+# Registering or destroying a torch.library kernel while another thread is
+# inside the dispatcher is not safe in PyTorch (a crash, or an internal
+# assertion, within seconds of toggling under load).  So the kernel is
+# registered once, when this module is imported, for the life of the
+# process, and enable() / disable() only flip the switch it reads: off, it
+# hands every call to PyTorch's own kernel.
 
 _lock = threading.Lock()
-_library = None
+_active = False
 
 
 def call_counts():
@@ -328,36 +363,66 @@ def _kernel_or_fallback(grad_output, output_size, input_size, align_corners, sca
         # limits) get PyTorch's own kernel, through the out= overload, which
         # enable() leaves alone; calls PyTorch refuses get PyTorch's error.
         _calls["fallback"] += 1
-        grad_input = torch.empty(tuple(input_size), dtype=grad_output.dtype,
-                                 device=grad_output.device,
-                                 memory_format=_memory_format(grad_output))
-        return torch.ops.aten.upsample_trilinear3d_backward.grad_input(
-            grad_output, output_size, input_size, align_corners, scales_d, scales_h,
-            scales_w, grad_input=grad_input)
+        return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
     _calls["kernel"] += 1
     return grad_input
 
 
+def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_d, scales_h,
+                    scales_w):
+    """PyTorch's own CPU kernel, through the ``out=`` overload that the override leaves alone."""
+    grad_input = torch.empty(tuple(input_size), dtype=grad_output.dtype,
+                             device=grad_output.device,
+                             memory_format=_memory_format(grad_output))
+    return torch.ops.aten.upsample_trilinear3d_backward.grad_input(
+        grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w,
+        grad_input=grad_input)
+
+
 def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=None,
                  scales_h=None, scales_w=None):
-    # The CPU kernel of aten::upsample_trilinear3d_backward while enabled.
+    # The CPU kernel of aten::upsample_trilinear3d_backward from import on.
+    if not _active:
+        return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
     return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
                                scales_d, scales_h, scales_w)
+
+
+def _register():
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        # Overriding an aten kernel is what we mean to do.
+        warnings.filterwarnings(
+            "ignore", message=r"(?s).*Overriding a previously registered kernel")
+        lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
+    return lib
+
+
+# Kept for the life of the process: destroying it would unregister the kernel.
+_library = _register()
 
 
 def enable():
     """Make this library's kernel PyTorch's CPU ``upsample_trilinear3d_backward``.
 
-    Registers it, through ``torch.library``, as the CPU implementation of
-    ``aten::upsample_trilinear3d_backward`` for the whole process, so that
-    ``F.interpolate(..., mode="trilinear")`` followed by ``.backward()`` runs
-    it, in unchanged code.  Calls it cannot take (see the operator contract)
-    fall back to PyTorch's kernel.  The ``out=`` overload
-    (``upsample_trilinear3d_backward.grad_input``) and other devices are left
-    alone.  Calling it again does nothing.
+    From then on, in every thread, ``F.interpolate(..., mode="trilinear")``
+    followed by ``.backward()`` runs it, in unchanged code.  Calls it cannot
+    take (see the operator contract) fall back to PyTorch's kernel.  The
+    ``out=`` overload (``upsample_trilinear3d_backward.grad_input``) and
+    other devices are left alone.  Calling it again does nothing.
 
     Notes
     -----
+    The kernel is registered with PyTorch's dispatcher once, when
+    ``trilinear_bwd.torch`` is imported, and never unregistered (PyTorch
+    cannot change registrations safely while other threads use the
+    dispatcher); :func:`enable` and :func:`disable` flip a switch that it
+    reads, so they are safe from any thread at any rate.  While disabled,
+    each CPU call is handed to PyTorch's own kernel (a Python hop of a few
+    microseconds; results identical).
+
     Works in eager mode and under ``torch.compile`` with the ``"eager"`` and
     ``"aot_eager"`` backends.  The default ``"inductor"`` backend decomposes
     trilinear upsampling into indexing and generates its own backward, which
@@ -372,42 +437,31 @@ def enable():
     >>> tbt.disable(); tbt.is_enabled()
     False
     """
-    global _library
+    global _active
     with _lock:
-        if _library is not None:
-            return
-        lib = torch.library.Library("aten", "IMPL")
-        with warnings.catch_warnings():
-            # Overriding an aten kernel is what we mean to do.
-            warnings.filterwarnings(
-                "ignore", message=r"(?s).*Overriding a previously registered kernel")
-            lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
-        _library = lib
+        _active = True
 
 
 def disable():
-    """Restore PyTorch's own CPU kernel of ``aten::upsample_trilinear3d_backward``.
+    """Hand ``aten::upsample_trilinear3d_backward`` on CPU back to PyTorch's own kernel.
 
-    Removes the registration :func:`enable` made; calling it when not enabled
-    does nothing.
+    Calling it when not enabled does nothing.
     """
-    global _library
+    global _active
     with _lock:
-        lib, _library = _library, None
-        if lib is not None:
-            lib._destroy()
+        _active = False
 
 
 def is_enabled():
     """Return True between :func:`enable` and :func:`disable`."""
-    return _library is not None
+    return _active
 
 
 @contextlib.contextmanager
 def enabled():
     """Context manager: :func:`enable` on entry, back to the previous state on exit.
 
-    The registration is process-wide, not per thread: other threads running
+    The switch is process-wide, not per thread: other threads running
     PyTorch meanwhile use this kernel too.
 
     Examples

@@ -1,0 +1,713 @@
+"""Every argument of every front end, turned into checked arguments here and only here.
+
+The one call, the two phases, ``trilinear_bwd.aclnn``, ``trilinear_bwd.torch``
+and ``trilinear_bwd.dask`` all hand what they received to this module (as
+pyFFTW's ``builders/_utils.py`` normalises every argument once before the
+planned object sees it); what comes out is an :class:`Arguments` that
+``_plan`` turns into the kernel's typed plan.  The kernels trust what they
+are given, so everything that can be wrong with a call is found here, before
+any memory is written.  Messages use the operator's (CANN) parameter names,
+name the element the caller passed and the rule broken, and show the
+offending value.
+"""
+
+import functools
+import math
+import numbers
+import operator
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _openmp_helpers
+from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
+
+MAX_THREADS = 1024
+MAX_DIM = 2**20
+MAX_BYTES = 60 * 2**30
+MAX_PRODUCT = 2**31
+
+# Storage dtype -> (kernel dtype code, accumulation dtype).  bfloat16 comes
+# from ml_dtypes and is recognised by name so that importing this package does
+# not import ml_dtypes.
+_FLOAT_DTYPES = {
+    "float32": (0, np.float32),
+    "float64": (1, np.float64),
+    "float16": (2, np.float32),
+    "bfloat16": (3, np.float32),
+}
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """A call of phase one that passed every check.
+
+    Attributes
+    ----------
+    grad_out, grad_input : ndarray
+        The arrays, as NumPy views of the caller's memory.
+    output_size : tuple of int
+        ``(oD, oH, oW)``.
+    input_size : tuple of int
+        ``(N, C, iD, iH, iW)``.
+    align_corners : bool
+    scales : tuple of float
+        ``(scales_d, scales_h, scales_w)``; 0.0 where not given.
+    tensors : tuple of TensorBinding
+        The PyTorch tensors behind ``grad_out`` / ``grad_input``, if any:
+        checked before every run (their memory must not have moved) and,
+        for ``grad_input``, marked as written after it.
+    """
+
+    grad_out: np.ndarray
+    grad_input: np.ndarray
+    output_size: tuple
+    input_size: tuple
+    align_corners: bool
+    scales: tuple
+    tensors: tuple = ()
+
+    @property
+    def dtype_code(self):
+        """The kernel's code for the storage dtype."""
+        return _FLOAT_DTYPES[self.grad_out.dtype.name][0]
+
+    @property
+    def acc_dtype(self):
+        """The accumulation dtype: float64 for float64 data, else float32."""
+        return np.dtype(_FLOAT_DTYPES[self.grad_out.dtype.name][1])
+
+
+def invalid(message):
+    """Return a 161002 error with ``message``."""
+    return InvalidArgumentError(message)
+
+
+def describe(value):
+    """``repr(value)`` for a message, or its type name if ``repr`` itself fails."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not escape either
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def as_int(value, name):
+    """Return ``value`` as a Python int, or raise 161002.
+
+    Booleans and non-integral numbers (3.0 included) are refused; so is an
+    ``Integral`` whose conversion raises: every failure is a 161002, never a
+    stray ``TypeError`` or ``ValueError``.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise invalid(f"{name} must be an integer, got {describe(value)}")
+    try:
+        return operator.index(value)
+    except Exception:  # noqa: BLE001 - whatever the object's __index__ raises
+        try:
+            return int(value)
+        except Exception:  # noqa: BLE001
+            raise invalid(
+                f"{name} must be an integer, got a {type(value).__name__} that cannot be "
+                "converted to int"
+            ) from None
+
+
+def as_real(value, name):
+    """Return ``value`` as a finite Python float, or raise 161002 (bools refused)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise invalid(f"{name} must be a real number, got {describe(value)}")
+    # float() of a huge integer (10**400) raises OverflowError; a foreign
+    # Real's __float__ may raise anything.
+    try:
+        value = float(value)
+    except Exception:  # noqa: BLE001
+        raise invalid(f"{name} must be a finite real number, got {describe(value)}") from None
+    if not math.isfinite(value):
+        raise invalid(f"{name} must be finite, got {value}")
+    return value
+
+
+def as_sequence(value, name, what):
+    """Return the items of an ordered sequence as a list, or raise 161002.
+
+    Sets, dicts, strings, iterators and other unordered or non-sequence
+    containers are refused (PyTorch refuses them too); NumPy arrays of one
+    axis are accepted.
+    """
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise invalid(f"{name} must be a sequence of {what}, got a {value.ndim}-D array")
+        return value.tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise invalid(
+            f"{name} must be a sequence of {what} (a list or tuple), got {type(value).__name__}"
+        )
+    try:
+        return list(value)
+    except Exception:  # noqa: BLE001 - whatever the object's iteration raises
+        raise invalid(f"{name} must be a sequence of {what}, got {type(value).__name__}") from None
+
+
+# Arrays the library writes: importing them must never copy, or the result
+# would land in a temporary and be lost.
+_WRITTEN = frozenset({"gradInput", "workspace"})
+_DLPACK_CPU = 1  # kDLCPU
+
+
+def as_array(obj, name):
+    """View ``obj`` as a NumPy array without copying, or raise 161002.
+
+    Accepts NumPy arrays, PyTorch CPU tensors (any strides, any of the four
+    float dtypes including bfloat16, with or without ``requires_grad``),
+    other objects with ``__dlpack__`` on a CPU device, and anything exposing
+    the buffer or array interface (memoryviews, ``__array_interface__``).
+    These are all viewed in place: the result shares the caller's memory and
+    is writable when the caller's memory is.
+
+    Parameters
+    ----------
+    obj : object
+        The caller's array.
+    name : str
+        The operator's name for it, used in messages.  ``"gradInput"`` and
+        ``"workspace"`` are written: for them an object that could only be
+        converted by copying (a list, say) is refused instead of copied.
+
+    Returns
+    -------
+    ndarray
+        A view of ``obj``'s memory; ``obj`` itself if it is an ndarray.
+
+    Raises
+    ------
+    InvalidArgumentError
+        (161002) ``obj`` lives on a non-CPU device, is a scalar or string,
+        cannot be imported, needs a copy but is written, or is a tensor that
+        requires grad passed as ``gradInput`` while grad mode is on.
+    """
+    if isinstance(obj, np.ndarray):
+        return obj
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, getattr(torch, "Tensor", ())):
+        return _from_torch(torch, obj, name)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        try:
+            device_type = int(obj.__dlpack_device__()[0])
+        except Exception as exc:  # noqa: BLE001 - a foreign object misbehaving
+            raise invalid(f"{name}: __dlpack_device__() failed: {exc}") from None
+        if device_type != _DLPACK_CPU:
+            raise invalid(
+                f"{name} must live in CPU memory (DLPack device type {_DLPACK_CPU}), "
+                f"got a DLPack device of type {device_type}"
+            )
+        return _from_dlpack(obj, name)
+    if isinstance(obj, (bool, numbers.Number, str, bytes)):
+        raise invalid(f"{name} must be an array, got {type(obj).__name__}")
+    try:
+        if name in _WRITTEN:
+            try:
+                return np.asarray(obj, copy=False)
+            except TypeError:  # NumPy 1.x: no copy keyword; it copies only if needed
+                return np.asarray(obj)
+        return np.asarray(obj)
+    except ValueError as exc:
+        if name in _WRITTEN and "copy" in str(exc):
+            raise invalid(
+                f"{name} is written in place, so it must be an array whose memory can be "
+                f"shared (NumPy array, DLPack tensor or buffer), got {type(obj).__name__}"
+            ) from None
+        raise invalid(f"{name} must be an array, got {type(obj).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - whatever np.asarray objects to
+        raise invalid(f"{name} must be an array, got {type(obj).__name__}: {exc}") from None
+
+
+def _from_dlpack(obj, name, what=None):
+    """Import a CPU DLPack producer, asking it not to copy."""
+    try:
+        try:
+            return np.from_dlpack(obj, copy=False)
+        except TypeError:  # NumPy < 2.1, or a producer without the copy keyword
+            return np.from_dlpack(obj)
+    except Exception as exc:  # noqa: BLE001 - the producer's own error
+        raise invalid(
+            f"{name}{what or ''} could not be imported through DLPack: {exc}"
+        ) from None
+
+
+_TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
+
+
+def _from_torch(torch, tensor, name):
+    """View a PyTorch tensor's memory as a NumPy array, without copying.
+
+    Handled here rather than by plain DLPack because a tensor that requires
+    grad refuses to export itself (its memory is still readable: ``detach``
+    shares it), NumPy cannot import bfloat16 through DLPack (the bits are
+    imported as int16 and viewed as ``ml_dtypes.bfloat16``), and DLPack
+    carries only memory: whatever else a tensor says about its values is lost
+    on the way.  So every tensor state that DLPack cannot carry is resolved
+    or refused here (``docs/reliability.md``): lazy negation and conjugation
+    bits are refused, an efficient zero tensor reads as zeros (and is refused
+    as an output), an inference tensor is written only in inference mode, and
+    the imported memory must be the tensor's own (a fake or functional
+    tensor has none).
+    """
+    if tensor.device.type != "cpu":
+        raise invalid(f"{name} must live in CPU memory, got a torch tensor on {tensor.device}")
+    if tensor.layout != torch.strided:
+        raise invalid(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+    written = name in _WRITTEN
+    if tensor.requires_grad:
+        if written and torch.is_grad_enabled():
+            # PyTorch's own rule for out= tensors: writing into a tensor that
+            # autograd tracks would silently corrupt its graph.
+            raise invalid(
+                f"{name} is written in place and must not require grad while grad mode "
+                "is enabled; pass tensor.detach() or call under torch.no_grad()"
+            )
+        tensor = tensor.detach()
+    if tensor.is_neg() or tensor.is_conj():
+        bit = "negative" if tensor.is_neg() else "conjugate"
+        raise invalid(
+            f"{name} is a torch tensor with the {bit} bit set (a lazy view whose values "
+            f"differ from its memory, which DLPack cannot carry); pass "
+            f"tensor.resolve_{'neg' if bit == 'negative' else 'conj'}() instead"
+        )
+    if written and tensor.is_inference() and not torch.is_inference_mode_enabled():
+        # PyTorch refuses in-place updates of inference tensors outside it.
+        raise invalid(
+            f"{name} is an inference tensor, which may be written only inside "
+            "torch.inference_mode(); pass a normal tensor (tensor.clone())"
+        )
+    dtype_name = str(tensor.dtype).rpartition(".")[2]
+    if tensor._is_zerotensor():
+        if written:
+            raise invalid(f"{name} is a torch zero tensor, which has no memory to write into")
+        if dtype_name == "bfloat16":
+            import ml_dtypes
+
+            dtype = ml_dtypes.bfloat16
+        elif dtype_name in _TORCH_TO_NUMPY:
+            dtype = _TORCH_TO_NUMPY[dtype_name]
+        else:
+            raise invalid(
+                f"{name} dtype must be float32, float64, float16 or bfloat16, got {tensor.dtype}"
+            )
+        return np.broadcast_to(np.zeros((), dtype), tuple(tensor.shape))
+    address = _tensor_address(torch, tensor, name)
+    what = f" (a torch.{dtype_name} tensor)"
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        arr = _from_dlpack(tensor.view(torch.int16), name, what).view(ml_dtypes.bfloat16)
+    else:
+        arr = _from_dlpack(tensor, name, what)
+    if arr.size and arr.ctypes.data != address:
+        raise invalid(
+            f"{name}{what} could not be imported in place: DLPack handed over other memory "
+            "than the tensor's (a tensor subclass without real storage?)"
+        )
+    return arr
+
+
+def _tensor_address(torch, tensor, name):
+    """The tensor's data pointer, or 161002 if it has no real memory."""
+    if type(tensor) in (torch.Tensor, torch.nn.Parameter):
+        address = tensor.data_ptr()
+    else:
+        # Subclasses (fake, functional, user-defined) may warn or raise here.
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                address = tensor.data_ptr()
+        except Exception as exc:  # noqa: BLE001
+            raise invalid(
+                f"{name} ({type(tensor).__name__}) has no memory that can be read: {exc}"
+            ) from None
+    if address == 0 and tensor.numel():
+        raise invalid(
+            f"{name} ({type(tensor).__name__}) has no memory (its data pointer is null): "
+            "a fake, meta or zero tensor cannot be read or written in place"
+        )
+    return address
+
+
+@dataclass(frozen=True)
+class TensorBinding:
+    """A PyTorch tensor that a checked array views.
+
+    Attributes
+    ----------
+    name : str
+        ``"gradOut"`` or ``"gradInput"``.
+    tensor : torch.Tensor
+        The caller's tensor.
+    address : int
+        Its data pointer when it was bound.
+    """
+
+    name: str
+    tensor: object
+    address: int
+
+    def check(self):
+        """Raise 361001 if the tensor's memory moved since it was bound (``resize_``, ``set_``)."""
+        try:
+            moved = self.tensor.data_ptr() != self.address
+        except Exception:  # noqa: BLE001 - treat an unreadable pointer as moved
+            moved = True
+        if moved:
+            raise ExecutionError(
+                f"{self.name}'s torch tensor no longer uses the memory it had when it was "
+                "bound (resize_, set_ or a storage swap since); bind it again with "
+                "update_arrays"
+            )
+
+    def mark_written(self):
+        """Bump the tensor's version counter, as PyTorch's in-place and ``out=`` ops do."""
+        from torch.autograd.graph import increment_version
+
+        increment_version(self.tensor)
+
+
+def tensor_binding(obj, name):
+    """Return the :class:`TensorBinding` of ``obj`` if it is a torch tensor with memory, else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, getattr(torch, "Tensor", ())):
+        return None
+    try:
+        if obj._is_zerotensor():
+            return None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return TensorBinding(name, obj, obj.data_ptr())
+    except Exception:  # noqa: BLE001 - as_array refuses such a tensor with the reason
+        return None
+
+
+def _int_list(value, name, length, first=0):
+    """The integers of a size argument; element ``k`` is named ``name[k - first] (axis)``."""
+    items = as_sequence(value, name, f"{length - first} integers" if first else
+                        f"{length} integers")
+    if len(items) != length:
+        raise invalid(f"{name} must have exactly {length} elements, got {len(items)}")
+    axes = "NCDHW"[5 - length:]
+    return tuple(as_int(item, element_name(name, k, first, axes))
+                 for k, item in enumerate(items))
+
+
+def element_name(name, k, first=0, axes="NCDHW"):
+    """``inputSize[0] (D)``: element ``k`` of ``name`` as the caller numbered it, and its axis.
+
+    ``first`` is how many leading elements the caller did not pass (the one
+    call's ``input_size=(D, H, W)`` is ``(N, C, D, H, W)`` with ``first=2``).
+    """
+    index = k - first
+    return f"{name}[{index}] ({axes[k]})" if index >= 0 else f"{name} {axes[k]}"
+
+
+def _scale(value, name):
+    return 0.0 if value is None else as_real(value, name)
+
+
+def _check_dtype(arr, name):
+    dtype = arr.dtype
+    supported = dtype.name in _FLOAT_DTYPES and (
+        dtype.kind == "f" or dtype.type.__module__.startswith("ml_dtypes")
+    )
+    if not supported:
+        raise invalid(
+            f"{name} dtype must be float32, float64, float16 or bfloat16, got {dtype}"
+        )
+    if not dtype.isnative:
+        raise invalid(f"{name} must be in native byte order, got {dtype.str}")
+
+
+def _check_strides(arr, name):
+    if not arr.flags.aligned or any(s % arr.itemsize for s in arr.strides):
+        raise invalid(f"{name} must be aligned to its element size ({arr.itemsize} bytes)")
+
+
+def has_internal_overlap(arr):
+    """Return True unless ``arr``'s elements are provably at distinct addresses.
+
+    The test is the sufficient one: sorted by stride, each axis must step over
+    the whole extent of the axes inside it.  Layouts it cannot prove (exotic
+    interleavings) count as overlapping.
+    """
+    axes = sorted(
+        (abs(s), n) for s, n in zip(arr.strides, arr.shape) if n > 1
+    )
+    extent = arr.itemsize
+    for stride, n in axes:
+        if stride < extent:
+            return True
+        extent = stride * (n - 1) + extent
+    return False
+
+
+def _check_limits(go_shape, gi_shape):
+    for name, shape in (("gradOut", go_shape), ("gradInput", gi_shape)):
+        for k, n in enumerate(shape):
+            if n > MAX_DIM:
+                raise invalid(
+                    f"{name} dimension {k} must be at most 2**20 = {MAX_DIM}, got {n}"
+                )
+    n, c, od, oh, ow = go_shape
+    _, _, id_, ih, iw = gi_shape
+    need = n * c * (od * oh * ow + id_ * ih * iw + od * oh * iw + od * ih * iw) * 4
+    if need >= MAX_BYTES:
+        raise invalid(
+            "N*C*(oD*oH*oW + iD*iH*iW + oD*oH*iW + oD*iH*iW)*4 must be below "
+            f"60 GiB = {MAX_BYTES} bytes, got {need}"
+        )
+    if n * c * od * oh >= MAX_PRODUCT:
+        raise invalid(f"N*C*oD*oH must be below 2**31, got {n * c * od * oh}")
+    if iw * ih >= MAX_PRODUCT:
+        raise invalid(f"iW*iH must be below 2**31, got {iw * ih}")
+
+
+def _check_overlap(grad_out, grad_input):
+    if not grad_input.flags.writeable:
+        raise invalid("gradInput must be writable, got a read-only array")
+    if grad_input.size > 1 and has_internal_overlap(grad_input):
+        raise invalid("gradInput must not overlap itself (zero or interleaved strides)")
+    if grad_out.size and grad_input.size:
+        try:
+            shared = np.shares_memory(grad_out, grad_input, max_work=1_000_000)
+        except np.exceptions.TooHardError:
+            shared = True
+        if shared:
+            raise invalid("gradInput must not overlap gradOut")
+
+
+def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
+             scales_w, grad_input, *, allocate=False, misaligned_ok=False, input_first=0):
+    """Check a phase-one call against the operator contract.
+
+    Parameters are those of ``aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize``;
+    with ``allocate=True`` the call has no ``grad_input`` yet (the caller will
+    allocate a fresh one), so the checks of ``grad_input`` are skipped and the
+    result's ``grad_input`` is None.  With ``misaligned_ok=True`` a
+    ``grad_out`` not aligned to its element size passes (the one call copies
+    it afterwards); every other rule, overlap with ``grad_input`` included,
+    is checked on the caller's own array.  ``input_first=2`` says that the
+    caller passed only ``(D, H, W)`` of ``input_size``: messages number its
+    elements as the caller did.
+
+    Returns
+    -------
+    Arguments
+        The checked, normalised call.
+
+    Raises
+    ------
+    NullArgumentError
+        (161001) ``grad_out``, ``output_size``, ``input_size`` or ``grad_input`` is None.
+    InvalidArgumentError
+        (161002) any other rule of the contract is broken.
+    """
+    for value, name in (
+        (grad_out, "gradOut"),
+        (output_size, "outputSize"),
+        (input_size, "inputSize"),
+        (grad_input, "gradInput"),
+    ):
+        if value is None and not (allocate and name == "gradInput"):
+            raise NullArgumentError(f"{name} must not be None")
+
+    bindings = (tensor_binding(grad_out, "gradOut"),
+                None if allocate else tensor_binding(grad_input, "gradInput"))
+    grad_out = as_array(grad_out, "gradOut")
+    grad_input = None if allocate else as_array(grad_input, "gradInput")
+    tensors = tuple(b for b in bindings if b is not None)
+    _check_dtype(grad_out, "gradOut")
+    if not allocate and grad_input.dtype != grad_out.dtype:
+        raise invalid(
+            f"gradInput dtype must equal gradOut dtype {grad_out.dtype}, got {grad_input.dtype}"
+        )
+    if grad_out.ndim != 5:
+        raise invalid(f"gradOut must be 5-D (N, C, D, H, W), got {grad_out.ndim}-D")
+
+    out_name = functools.partial(element_name, "outputSize", axes="DHW")
+    in_name = functools.partial(element_name, "inputSize", first=input_first)
+    output_size = _int_list(output_size, "outputSize", 3)
+    for k, n in enumerate(output_size):
+        if n <= 0:
+            raise invalid(f"{out_name(k)} must be > 0, got {n}")
+    input_size = _int_list(input_size, "inputSize", 5, input_first)
+    for k in (0, 1):
+        if input_size[k] < 0:
+            raise invalid(f"{in_name(k)} must be >= 0, got {input_size[k]}")
+    for k in (2, 3, 4):
+        if input_size[k] <= 0:
+            raise invalid(f"{in_name(k)} must be > 0, got {input_size[k]}")
+
+    for k, axis in enumerate("NC"):
+        if grad_out.shape[k] != input_size[k]:
+            raise invalid(
+                f"gradOut {axis} must equal {in_name(k)} = {input_size[k]}, "
+                f"got {grad_out.shape[k]}"
+            )
+    for k, axis in enumerate("DHW"):
+        if grad_out.shape[k + 2] != output_size[k]:
+            raise invalid(
+                f"gradOut {axis} must equal {out_name(k)} = {output_size[k]}, "
+                f"got {grad_out.shape[k + 2]}"
+            )
+    if not allocate and grad_input.shape != input_size:
+        raise invalid(
+            f"gradInput shape must equal inputSize {input_size}, got {tuple(grad_input.shape)}"
+        )
+    _check_limits(grad_out.shape, input_size)
+
+    if not isinstance(align_corners, (bool, np.bool_)):
+        raise invalid(f"alignCorners must be a bool, got {align_corners!r}")
+    align_corners = bool(align_corners)
+    scales = []
+    for k, (value, name) in enumerate(
+        ((scales_d, "scalesD"), (scales_h, "scalesH"), (scales_w, "scalesW"))
+    ):
+        s = _scale(value, name)
+        n_in, n_out = input_size[k + 2], output_size[k]
+        # A finite scale can still overflow in n_in * s (1e308 * 2
+        # is inf, and math.floor(inf) raises OverflowError): that is simply
+        # inconsistent with any output size.
+        product = n_in * s
+        floored = math.floor(product) if math.isfinite(product) else product
+        if not align_corners and s > 0 and floored != n_out:
+            raise invalid(
+                f"{name} = {s!r} is inconsistent with {out_name(k)} = {n_out}: "
+                f"floor({in_name(k + 2)} * {name}) = floor({n_in} * {s!r}) = {floored}"
+            )
+        scales.append(s)
+
+    if not misaligned_ok:
+        _check_strides(grad_out, "gradOut")
+    if not allocate:
+        _check_strides(grad_input, "gradInput")
+        _check_overlap(grad_out, grad_input)
+    return Arguments(grad_out, grad_input, output_size, input_size, align_corners,
+                     tuple(scales), tensors)
+
+
+# -- phase two and the thread count -------------------------------------------
+
+def workspace_size_argument(workspace_size):
+    """Return ``workspace_size`` as a non-negative int, or raise 161002."""
+    workspace_size = as_int(workspace_size, "workspaceSize")
+    if workspace_size < 0:
+        raise invalid(f"workspaceSize must be >= 0, got {workspace_size}")
+    return workspace_size
+
+
+def resolve_num_threads(num_threads):
+    """Check ``num_threads`` and return the team size it asks for (>= 1).
+
+    Parameters
+    ----------
+    num_threads : int or None
+        None follows OpenMP's default; a positive integer is a team size; a
+        negative integer counts back from the processor count (-1: all).
+    """
+    if num_threads is None:
+        return _openmp_helpers.effective_n_threads(None)
+    num_threads = as_int(num_threads, "num_threads")
+    if num_threads == 0 or abs(num_threads) > MAX_THREADS:
+        raise invalid(
+            f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
+            f"got {num_threads}"
+        )
+    return _openmp_helpers.effective_n_threads(num_threads)
+
+
+def checked_workspace(workspace, workspace_size, required, args):
+    """Check phase two's workspace arguments; return the buffer as an array, or None."""
+    workspace_size = as_int(workspace_size, "workspaceSize")
+    if workspace_size < required:
+        raise ExecutionError(
+            f"workspaceSize must be at least {required} (what phase one returned), got {workspace_size}"
+        )
+    if workspace is None:
+        if required == 0:
+            return None
+        raise NullArgumentError(f"workspace must not be None (it needs {required} bytes)")
+    if isinstance(workspace, (bytes, bytearray, memoryview)):
+        buf = np.frombuffer(workspace, dtype=np.uint8)
+    else:
+        buf = as_array(workspace, "workspace")
+    # An object array is a block of PyObject pointers; letting the
+    # kernel write floats over them would crash the interpreter later.
+    if buf.dtype.hasobject:
+        raise InvalidArgumentError(
+            f"workspace must be a buffer of plain memory, got an array of dtype {buf.dtype}"
+        )
+    if not (buf.flags.c_contiguous or buf.flags.f_contiguous):
+        raise ExecutionError("workspace must be one contiguous block of memory")
+    if not buf.flags.writeable:
+        raise ExecutionError("workspace must be writable, got a read-only buffer")
+    if buf.nbytes < workspace_size:
+        raise ExecutionError(
+            f"workspace must hold workspaceSize = {workspace_size} bytes, got {buf.nbytes}"
+        )
+    if required == 0:
+        return None
+    if buf.size > 1 and has_internal_overlap(buf):
+        raise ExecutionError("workspace must not overlap itself")
+    for name, arr in (("gradOut", args.grad_out), ("gradInput", args.grad_input)):
+        if arr.size and np.may_share_memory(buf, arr):
+            raise ExecutionError(f"workspace must not overlap {name}")
+    return buf
+
+
+
+
+# -- the one call's spelling ---------------------------------------------------
+
+def one_call_sizes(grad_out_shape, input_size, output_size, scales):
+    """Normalise the one call's ``input_size`` / ``output_size`` / ``scales`` spelling.
+
+    Parameters
+    ----------
+    grad_out_shape : tuple of int
+        The shape of ``grad_out`` (5-D, or not: validation says so later).
+    input_size : sequence of 3 or 5 int
+        ``(N, C, iD, iH, iW)``, or ``(iD, iH, iW)`` with N and C from ``grad_out``.
+    output_size : sequence of 3 int or None
+        None: ``grad_out``'s spatial shape.
+    scales : sequence of 3 float or None
+
+    Returns
+    -------
+    input_size, output_size, scales, input_first
+        What :func:`validate` takes; ``input_first`` is 2 when the caller
+        passed three elements of ``input_size``.
+    """
+    if input_size is None:
+        raise NullArgumentError("inputSize must not be None")
+    input_size = as_sequence(input_size, "inputSize", "3 or 5 integers")
+    if len(input_size) not in (3, 5):
+        raise invalid(
+            f"inputSize must have 3 (D, H, W) or 5 (N, C, D, H, W) elements, "
+            f"got {len(input_size)}")
+    input_first = 0
+    if len(input_size) == 3 and len(grad_out_shape) == 5:
+        input_size = list(grad_out_shape[:2]) + input_size
+        input_first = 2
+    if output_size is None:
+        output_size = tuple(grad_out_shape[2:])
+    scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
+    if len(scales) != 3:
+        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
+    return input_size, output_size, scales, input_first
+
+
+def is_misaligned(arr):
+    """True if an element of ``arr`` is not aligned to its size (the kernel needs aligned ones)."""
+    return not arr.flags.aligned or any(st % arr.itemsize for st in arr.strides)

@@ -1,0 +1,180 @@
+"""A bounded pool of already-faulted memory for the results the library allocates.
+
+A fresh result of tens of megabytes costs more to fault in than the kernel
+costs to compute: the operating system maps and zeroes each page on its first
+write (``docs/performance.md``, "Fresh results").  The one call and the
+PyTorch entry points allocate their results here instead of with
+``np.empty`` / ``torch.empty``.  A block whose result (and every view of it,
+NumPy or PyTorch) has died comes back to the pool, already faulted in, and
+the next result of the same size reuses it -- what PyTorch's caching
+allocators do for GPU memory.
+
+The pool holds at most ``limit()`` bytes of free blocks (``POOL_BYTES`` by
+default, ``$TRILINEAR_BWD_POOL_BYTES`` or :func:`set_limit` to change; 0
+turns it off).  Results smaller than ``MIN_BYTES`` come from ``np.empty``:
+malloc already reuses small blocks without faulting.
+"""
+
+import collections
+import os
+import threading
+
+import numpy as np
+
+POOL_BYTES = 512 * 2**20
+MIN_BYTES = 2**20
+_ALIGN = 64
+
+_lock = threading.Lock()
+_free = collections.OrderedDict()    # nbytes -> list of raw blocks, oldest size first
+_held = 0
+_limit = int(os.environ.get("TRILINEAR_BWD_POOL_BYTES", POOL_BYTES))
+# Blocks handed back by finalizers, which may run in any thread at any time
+# (a garbage collection inside this module included): appending to a deque
+# needs no lock, and the next take() files them.
+_returned = collections.deque()
+
+
+class _Owner:
+    """The owner of a pooled result's memory: it hands the block back when the last view dies."""
+
+    __slots__ = ("_raw", "__array_interface__")
+
+    def __init__(self, raw, shape, typestr, strides):
+        self._raw = raw
+        start = -raw.ctypes.data % _ALIGN
+        self.__array_interface__ = {
+            "shape": shape, "typestr": typestr, "strides": strides,
+            "data": (raw.ctypes.data + start, False), "version": 3,
+        }
+
+    def __del__(self):
+        _returned.append(self._raw)
+
+
+def limit():
+    """Return the most bytes of free blocks the pool keeps."""
+    return _limit
+
+
+def set_limit(nbytes):
+    """Set the most bytes of free blocks the pool keeps (0: no pool); return the previous limit.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes; blocks beyond it are released to the operating system.
+
+    Returns
+    -------
+    int
+        The previous limit.
+    """
+    global _limit
+    from ._arguments import as_int, invalid
+
+    nbytes = as_int(nbytes, "nbytes")
+    if nbytes < 0:
+        raise invalid(f"nbytes must be >= 0, got {nbytes}")
+    with _lock:
+        previous, _limit = _limit, nbytes
+        _file_returned()
+        _trim()
+    return previous
+
+
+def held():
+    """Return the bytes of free blocks the pool holds now."""
+    with _lock:
+        _file_returned()
+        return _held
+
+
+def _file_returned():
+    global _held
+    while _returned:
+        raw = _returned.popleft()
+        if _held + raw.nbytes <= _limit:
+            _free.setdefault(raw.nbytes, []).append(raw)
+            _free.move_to_end(raw.nbytes)
+            _held += raw.nbytes
+
+
+def _trim():
+    global _held
+    while _held > _limit and _free:
+        size, blocks = next(iter(_free.items()))
+        blocks.pop()
+        _held -= size
+        if not blocks:
+            del _free[size]
+
+
+def empty(shape, dtype, channels_last=False):
+    """Return an uninitialised array of ``shape`` (N, C, D, H, W), pooled when large.
+
+    Parameters
+    ----------
+    shape : tuple of 5 int
+    dtype : numpy dtype
+        float32, float64, float16 or bfloat16.
+    channels_last : bool
+        C innermost in memory (strides of an NDHWC array), else C order.
+
+    Returns
+    -------
+    ndarray
+        Writable; its memory returns to the pool when it and all its views die.
+    """
+    global _held
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n, c, d, h, w = shape
+    order = (0, 2, 3, 4, 1) if channels_last else (0, 1, 2, 3, 4)
+    if nbytes < MIN_BYTES or _limit == 0:
+        stored = np.empty(tuple(shape[k] for k in order), dtype)
+        return stored.transpose(np.argsort(order)) if channels_last else stored
+    size = nbytes + _ALIGN
+    raw = None
+    with _lock:
+        _file_returned()
+        blocks = _free.get(size)
+        if blocks:
+            raw = blocks.pop()
+            _held -= size
+            if not blocks:
+                del _free[size]
+    if raw is None:
+        raw = np.empty(size, np.uint8)
+    stored_shape = tuple(shape[k] for k in order)
+    step = dtype.itemsize
+    stored_strides = [0] * 5
+    for k in range(4, -1, -1):
+        stored_strides[k] = step
+        step *= stored_shape[k]
+    strides = [0] * 5
+    for k, axis in enumerate(order):
+        strides[axis] = stored_strides[k]
+    # The interface speaks in plain types; 16-bit floats NumPy cannot name
+    # there (bfloat16) are laid out as uint16 and viewed.
+    plain = dtype if dtype.kind == "f" and dtype.name != "bfloat16" else np.dtype(np.uint16)
+    arr = np.asarray(_Owner(raw, tuple(shape), plain.str, tuple(strides)))
+    return arr if plain == dtype else arr.view(dtype)
+
+
+def as_tensor(arr):
+    """A torch tensor sharing ``arr``'s memory (bfloat16 included), keeping it alive."""
+    import torch
+
+    if arr.dtype.name == "bfloat16":
+        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(arr)
+
+
+def clear():
+    """Release every free block to the operating system."""
+    global _held
+    with _lock:
+        _file_returned()
+        _free.clear()
+        _held = 0
