@@ -603,18 +603,16 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
         if input_size[k] <= 0:
             raise invalid(f"{in_name(k)} must be > 0, got {input_size[k]}")
 
-    for k, axis in enumerate("NC"):
-        if grad_out.shape[k] != input_size[k]:
-            raise invalid(
-                f"gradOut {axis} must equal {in_name(k)} = {input_size[k]}, "
-                f"got {grad_out.shape[k]}"
-            )
-    for k, axis in enumerate("DHW"):
-        if grad_out.shape[k + 2] != output_size[k]:
-            raise invalid(
-                f"gradOut {axis} must equal {out_name(k)} = {output_size[k]}, "
-                f"got {grad_out.shape[k + 2]}"
-            )
+    shape = grad_out.shape
+    if shape[:2] != input_size[:2] or shape[2:] != output_size:
+        for k, axis in enumerate("NC"):
+            if shape[k] != input_size[k]:
+                raise invalid(f"gradOut {axis} must equal {in_name(k)} = {input_size[k]}, "
+                              f"got {shape[k]}")
+        for k, axis in enumerate("DHW"):
+            if shape[k + 2] != output_size[k]:
+                raise invalid(f"gradOut {axis} must equal {out_name(k)} = {output_size[k]}, "
+                              f"got {shape[k + 2]}")
     if not allocate and grad_input.shape != input_size:
         raise invalid(
             f"gradInput shape must equal inputSize {input_size}, got {tuple(grad_input.shape)}"
@@ -670,6 +668,8 @@ def cann_scales(scales, align_corners):
 def _check_scales_consistent(scales, names, input_size, output_size, align_corners,
                              out_name, in_name):
     """PyTorch-named API: a scale used on its axis must give that axis's output size."""
+    if align_corners or not any(s > 0 for s in scales):
+        return
     for k, (s, name) in enumerate(zip(scales, names)):
         n_in, n_out = input_size[k + 2], output_size[k]
         # A finite scale can still overflow in n_in * s (1e308 * 2

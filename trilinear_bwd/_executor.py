@@ -312,9 +312,11 @@ def _default_cap(args):
     return max(1, (args.grad_out.nbytes + args.grad_input.nbytes) // BYTES_PER_THREAD)
 
 
-def _default_team(n_slots, cap):
+def _default_team(n_slots, cap, default=None):
     """The team size with the default thread count: OpenMP's now, within the plan and the cap."""
-    return max(1, min(_openmp_helpers.effective_n_threads(None), n_slots, cap))
+    if default is None:
+        default = _openmp_helpers.effective_n_threads(None)
+    return max(1, min(default, n_slots, cap))
 
 
 def run_kernel(kernel, args, workspace, threads):
@@ -346,7 +348,7 @@ def run_once(args, num_threads):
     requested = resolve_num_threads(num_threads)
     plan, kernel = planned(args, requested, _dispatch.kernel_module())
     if num_threads is None:
-        threads = _default_team(plan.n_slots, _default_cap(args))
+        threads = _default_team(plan.n_slots, _default_cap(args), requested)
     else:
         threads = min(requested, plan.n_slots)
     size = plan.workspace_size

@@ -258,7 +258,7 @@ def make_plan(args, n_threads):
 
 def data_address(arr):
     """Address of element [0, 0, 0, 0, 0] of ``arr`` (valid for any strides)."""
-    return arr.__array_interface__["data"][0] if arr.size else 0
+    return arr.ctypes.data if arr.size else 0
 
 
 

@@ -130,11 +130,12 @@ def empty(shape, dtype, channels_last=False):
     global _held
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    n, c, d, h, w = shape
-    order = (0, 2, 3, 4, 1) if channels_last else (0, 1, 2, 3, 4)
     if nbytes < MIN_BYTES or _limit == 0:
-        stored = np.empty(tuple(shape[k] for k in order), dtype)
-        return stored.transpose(np.argsort(order)) if channels_last else stored
+        if not channels_last:
+            return np.empty(shape, dtype)
+        n, c, d, h, w = shape
+        return np.empty((n, d, h, w, c), dtype).transpose(0, 4, 1, 2, 3)
+    order = (0, 2, 3, 4, 1) if channels_last else (0, 1, 2, 3, 4)
     size = nbytes + _ALIGN
     raw = None
     with _lock:

@@ -59,15 +59,17 @@ __all__ = [
 _calls = {"kernel": 0, "fallback": 0}
 
 
+try:
+    from torch._prims_common import suggest_memory_format as _suggest_memory_format
+except ImportError:  # pragma: no cover - a private helper that could move
+    _suggest_memory_format = None
+
+
 def _memory_format(grad_output):
     """The layout of the gradient PyTorch's own kernel would allocate."""
     if grad_output.dim() == 5 and grad_output.size(1) > 1:
-        try:
-            from torch._prims_common import suggest_memory_format
-        except ImportError:  # pragma: no cover - a private helper that could move
-            pass
-        else:
-            return suggest_memory_format(grad_output)
+        if _suggest_memory_format is not None:
+            return _suggest_memory_format(grad_output)
         if grad_output.is_contiguous(memory_format=torch.channels_last_3d) and not (
             grad_output.is_contiguous()
         ):
