@@ -92,16 +92,18 @@ def measure_calls(rounds=15, num_threads=None):
                      "torch_us": theirs * 1e6 if theirs else None, "ratio": ratio,
                      "target": target, "holds": holds})
 
+    def one_call_against_torch(shape_out, shape_in):
+        g = rng.random(shape_out, dtype=np.float32)
+        tg = torch.from_numpy(g)
+        return g, tg, _interleaved({
+            "ours": lambda: tb.upsample_trilinear3d_backward(g, shape_in),
+            "torch": lambda: aten(tg, shape_out[2:], shape_in, False, None, None, None),
+        }, rounds)
+
     # Small volumes through the one call, and a repeated execute().
     for shape_out, shape_in, target in (((1, 1, 4, 4, 4), (1, 1, 2, 2, 2), 3.0),
                                         ((1, 4, 16, 16, 16), (1, 4, 8, 8, 8), 1 / 1.5)):
-        g = rng.random(shape_out, dtype=np.float32)
-        tg = torch.from_numpy(g)
-        t = _interleaved({
-            "ours": lambda g=g, s=shape_in: tb.upsample_trilinear3d_backward(g, s),
-            "torch": lambda tg=tg, a=shape_out[2:], s=shape_in: aten(tg, a, s, False, None,
-                                                                     None, None),
-        }, rounds)
+        g, tg, t = one_call_against_torch(shape_out, shape_in)
         text = (f"<= {target:g}x PyTorch's time" if target >= 1
                 else f">= {1 / target:g}x faster than PyTorch")
         row("one call (fresh result)", shape_out, t["ours"], t["torch"], text,
@@ -125,13 +127,7 @@ def measure_calls(rounds=15, num_threads=None):
     for side in (22, 46, 100, 216):
         shape_out = (1, 1, side, side, side)
         shape_in = (1, 1, side // 2, side // 2, side // 2)
-        g = rng.random(shape_out, dtype=np.float32)
-        tg = torch.from_numpy(g)
-        t = _interleaved({
-            "ours": lambda g=g, s=shape_in: tb.upsample_trilinear3d_backward(g, s),
-            "torch": lambda tg=tg, a=shape_out[2:], s=shape_in: aten(tg, a, s, False, None,
-                                                                     None, None),
-        }, rounds)
+        _, _, t = one_call_against_torch(shape_out, shape_in)
         row("one call (fresh result)", shape_out, t["ours"], t["torch"],
             "faster than PyTorch", t["ours"] < t["torch"], t["torch"] / t["ours"])
 
