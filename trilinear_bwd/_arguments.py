@@ -344,6 +344,8 @@ def _from_torch(torch, tensor, name):
         return np.broadcast_to(np.zeros((), dtype), tuple(tensor.shape))
     address = _tensor_address(torch, tensor, name)
     what = f" (a torch.{dtype_name} tensor)"
+    # DLPack rather than tensor.numpy(): numpy() would mark the caller's
+    # storage as not resizable from then on (tested: resize_ raises).
     if tensor.dtype == torch.bfloat16:
         import ml_dtypes
 
