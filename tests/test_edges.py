@@ -41,8 +41,16 @@ def _phase_one(shape_in=(1, 2, 3, 4, 5), shape_out=(6, 7, 8), dtype=np.float32, 
 
 # -- 1. enable()/disable() toggled under load ---------------------------------
 
-def _toggle_under_load(torch, seconds):
-    """Toggle from one thread while two run F.interpolate(...).backward(); return counts."""
+def _toggle_under_load(torch, seconds, min_passes=20):
+    """Toggle from one thread while two run F.interpolate(...).backward(); return counts.
+
+    Runs for ``seconds`` and then until each worker has made ``min_passes``
+    backward passes and this kernel has computed some of them (up to ten
+    times ``seconds``): under a sanitizer or on a busy machine the toggler
+    could otherwise take the GIL for the whole time, and the run would show
+    nothing.  The toggler lets the GIL go on each state it sets, so the
+    workers see it on, off and switching.
+    """
     import trilinear_bwd.torch as tbt
 
     F = torch.nn.functional
@@ -63,17 +71,27 @@ def _toggle_under_load(torch, seconds):
     def toggle():
         while not stop.is_set():
             tbt.enable()
+            time.sleep(0)
             with tbt.enabled():
-                pass
+                time.sleep(0)
             tbt.disable()
+            time.sleep(0)
             runs[2] += 1
 
+    kernel_before = tbt.call_counts()["kernel"]
     workers = [threading.Thread(target=work, args=(k,)) for k in range(2)]
     for w in workers:
         w.start()
     toggler = threading.Thread(target=toggle)
     toggler.start()
-    time.sleep(seconds)
+    start = time.monotonic()
+    while not errors:
+        elapsed = time.monotonic() - start
+        enough = (min(runs[:2]) >= min_passes
+                  and tbt.call_counts()["kernel"] > kernel_before)
+        if elapsed >= 10 * seconds or (elapsed >= seconds and enough):
+            break
+        time.sleep(0.05)
     stop.set()
     toggler.join()
     for w in workers:
@@ -92,7 +110,7 @@ def _toggle_in_subprocess(seconds):
         "sys.exit(1 if errors or min(runs) == 0 or kernel == 0 else 0)"
     ) % (os.path.dirname(__file__), seconds)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=seconds + 120)
+                          timeout=10 * seconds + 120)
 
 
 def test_1_toggling_is_a_switch_not_a_registration(torch):
