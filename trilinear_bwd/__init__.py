@@ -1,9 +1,11 @@
-"""trilinear_bwd: the backward of 3-D trilinear upsampling, fast and deterministic on CPUs.
+"""trilinear_bwd: 3-D trilinear upsampling's backward (and forward), fast and deterministic on CPUs.
 
 Computes ``UpsampleTrilinear3dBackward`` -- given the gradient of a trilinearly
 upsampled 5-D volume, the gradient of the volume -- as PyTorch's
 ``aten::upsample_trilinear3d_backward`` and Ascend CANN's
-``aclnnUpsampleTrilinear3dBackward`` do, with Cython + OpenMP kernels.
+``aclnnUpsampleTrilinear3dBackward`` do, with Cython + OpenMP kernels; and the
+forward, ``UpsampleTrilinear3d`` (:func:`upsample_trilinear3d`,
+:func:`get_forward_workspace_size`), with the same kernel and numerics.
 
 Two ways to call it:
 
@@ -28,8 +30,14 @@ except ImportError as exc:  # pragma: no cover - depends on how the package was 
         "with `pip install -e .`, or run from another directory."
     ) from exc
 
-from ._api import upsample_trilinear3d_backward
-from ._executor import Executor, alloc_workspace, execute, get_workspace_size
+from ._api import upsample_trilinear3d, upsample_trilinear3d_backward
+from ._executor import (
+    Executor,
+    alloc_workspace,
+    execute,
+    get_forward_workspace_size,
+    get_workspace_size,
+)
 from ._info import show_config
 from ._status import (
     ACLNN_ERR_INNER,
@@ -62,8 +70,10 @@ __all__ = [
     "__version__",
     "alloc_workspace",
     "execute",
+    "get_forward_workspace_size",
     "get_workspace_size",
     "show_config",
+    "upsample_trilinear3d",
     "upsample_trilinear3d_backward",
 ]
 

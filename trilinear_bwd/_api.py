@@ -1,9 +1,19 @@
-"""The one-call entry point."""
+"""The one-call entry points: the backward and the forward."""
 
+import math
 import sys
 
 from . import _pool
-from ._arguments import as_array, is_misaligned, one_call_sizes, validate
+from ._arguments import (
+    as_array,
+    as_real,
+    as_sequence,
+    invalid,
+    is_misaligned,
+    one_call_sizes,
+    validate,
+    validate_forward,
+)
 from ._executor import run_once
 from ._plan import is_channels_last
 from ._status import InternalError, NullArgumentError
@@ -84,28 +94,127 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
                     allocate=out is None, misaligned_ok=misaligned, input_first=first)
     # ``args`` is this call's own, fresh object: filling in what was
     # allocated after validation is cheaper than dataclasses.replace.
+    return _run(args, grad_out_given, misaligned, out, num_threads)
+
+
+def upsample_trilinear3d(x, output_size=None, align_corners=False, scales=(0.0, 0.0, 0.0),
+                         out=None, num_threads=None):
+    """Trilinear 3-D upsampling (or downsampling) of a 5-D volume: the forward operator.
+
+    Computes what ``torch.ops.aten.upsample_trilinear3d`` (and so
+    ``F.interpolate(x, size, mode="trilinear")``) and
+    ``aclnnUpsampleTrilinear3d`` compute, in one call, with the numerics of
+    the backward (float64 tables, float32 sums for the half types, one
+    rounding): each output voxel is ``sum of wD * wH * wW * x`` over its
+    (up to) 8 neighbours.
+
+    Parameters
+    ----------
+    x : array_like, shape (N, C, iD, iH, iW)
+        The volume: float32, float64, float16 or bfloat16 (``ml_dtypes``);
+        any layout or strides; C, iD, iH and iW > 0 (N may be 0).  Read in
+        place, except that an array not aligned to its element size is
+        copied first.
+    output_size : sequence of 3 int, optional
+        ``(oD, oH, oW)``.  None: ``floor(x.shape[k + 2] * scales[k])``,
+        which needs all three scales > 0 (``F.interpolate``'s
+        ``scale_factor``).
+    align_corners : bool, default False
+        Corner-aligned (True) or half-pixel (False) coordinates.
+    scales : sequence of 3 float, default (0.0, 0.0, 0.0)
+        The multipliers per axis (D, H, W); <= 0 means "not given".  With
+        ``align_corners=False`` a given scale sets the coordinate step to
+        ``1/scale`` and must satisfy ``floor(in * scale) == out``.
+    out : ndarray or torch.Tensor, optional
+        Where to write the result (shape ``(N, C, oD, oH, oW)``, the dtype of
+        ``x``, any layout).  By default a new array is allocated, in
+        channels-last layout if ``x`` is channels-last, from the pool that
+        the backward's results use.
+    num_threads : int, optional
+        OpenMP threads; None follows ``OMP_NUM_THREADS`` / ``threadpoolctl``.
+
+    Returns
+    -------
+    ndarray or torch.Tensor, shape (N, C, oD, oH, oW)
+        ``out`` if given; else a new array of the caller's kind (a torch
+        tensor for a torch tensor).
+
+    Raises
+    ------
+    AclnnError
+        With ``.status`` 161001 or 161002, for any argument that breaks the
+        operator contract (see :func:`get_forward_workspace_size`).
+
+    Examples
+    --------
+    >>> import numpy as np, trilinear_bwd as tb
+    >>> x = np.arange(8, dtype=np.float64).reshape(1, 1, 2, 2, 2)
+    >>> y = tb.upsample_trilinear3d(x, (3, 3, 3), align_corners=True)
+    >>> y[0, 0, 1]
+    array([[2. , 2.5, 3. ],
+           [3. , 3.5, 4. ],
+           [4. , 4.5, 5. ]])
+    """
+    if x is None:
+        raise NullArgumentError("self must not be None")
+    x_given = x
+    x = as_array(x, "self")
+    scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
+    if len(scales) != 3:
+        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
+    if output_size is None:
+        output_size = _size_from_scales(x.shape, scales)
+    misaligned = is_misaligned(x)
+    args = validate_forward(x, output_size, align_corners, *scales, out,
+                            allocate=out is None, misaligned_ok=misaligned)
+    return _run(args, x_given, misaligned, out, num_threads)
+
+
+def _size_from_scales(shape, scales):
+    """``F.interpolate``'s output size for ``scale_factor``: floor(in * scale) per axis."""
+    if len(shape) != 5:
+        raise invalid(f"self must be 5-D (N, C, D, H, W), got {len(shape)}-D")
+    size = []
+    for k, value in enumerate(scales):
+        s = as_real(value, f"scales[{k}]")
+        if not s > 0:
+            raise invalid(f"scales[{k}] must be > 0 when output_size is None, got {s!r}")
+        product = shape[k + 2] * s
+        if not math.isfinite(product):
+            raise invalid(f"scales[{k}] = {s!r} gives an infinite output size")
+        size.append(math.floor(product))
+    return tuple(size)
+
+
+def _run(args, given, misaligned, out, num_threads):
+    """Copy a misaligned source, allocate the result if needed, run; return the result."""
+    # ``args`` is this call's own, fresh object: filling in what was
+    # allocated after validation is cheaper than dataclasses.replace.
     if misaligned:
         try:
-            object.__setattr__(args, "grad_out", grad_out.copy())
+            object.__setattr__(args, "grad_out", args.grad_out.copy())
         except MemoryError as exc:
-            raise InternalError(f"could not copy the misaligned gradOut: {exc}") from None
+            raise InternalError(
+                f"could not copy the misaligned {args.names[0]}: {exc}") from None
     result = out
     if out is None:
-        out = _new_output(args.grad_out, args.input_size)
+        shape = args.input_size if args.op == "backward" else \
+            args.input_size[:2] + args.output_size
+        out = _new_output(args.grad_out, shape, args.names[1])
         object.__setattr__(args, "grad_input", out)
         # The caller's kind of array back: a torch tensor in, a torch tensor
         # out, sharing the new array's memory.
         torch = sys.modules.get("torch")
-        is_tensor = torch is not None and isinstance(grad_out_given, torch.Tensor)
+        is_tensor = torch is not None and isinstance(given, torch.Tensor)
         result = _pool.as_tensor(out) if is_tensor else out
     run_once(args, num_threads)
     return result
 
 
-def _new_output(grad_out, shape):
+def _new_output(source, shape, name):
     # Running out of memory is an AclnnError (561000), not a
     # MemoryError escaping from the middle of the call.
     try:
-        return _pool.empty(shape, grad_out.dtype, is_channels_last(grad_out))
+        return _pool.empty(shape, source.dtype, is_channels_last(source))
     except (MemoryError, ValueError) as exc:
-        raise InternalError(f"could not allocate gradInput of shape {shape}: {exc}") from None
+        raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None

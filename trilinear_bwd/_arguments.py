@@ -37,6 +37,15 @@ MAX_PRODUCT = 2**31
 PYTORCH_RULES = "pytorch"
 CANN_RULES = "cann"
 
+# The two operators.  Both run the same kernel: it computes a *target*
+# array from a *source* array through per-axis tables; the backward's
+# source is gradOut and its target gradInput, the forward's are self and out.
+BACKWARD = "backward"
+FORWARD = "forward"
+# What each operator calls its (source, target) arrays, in messages and in
+# the tensor bindings.
+ARRAY_NAMES = {BACKWARD: ("gradOut", "gradInput"), FORWARD: ("self", "out")}
+
 # Storage dtype -> (kernel dtype code, accumulation dtype).  bfloat16 comes
 # from ml_dtypes and is recognised by name so that importing this package does
 # not import ml_dtypes.
@@ -55,11 +64,15 @@ class Arguments:
     Attributes
     ----------
     grad_out, grad_input : ndarray
-        The arrays, as NumPy views of the caller's memory.
+        The arrays the kernel reads and writes, as NumPy views of the
+        caller's memory: for the backward ``gradOut`` and ``gradInput``, for
+        the forward (``op == "forward"``) ``self`` and ``out``.
     output_size : tuple of int
-        ``(oD, oH, oW)``.
+        ``(oD, oH, oW)``: the upsampled volume's size (gradOut's for the
+        backward, out's for the forward).
     input_size : tuple of int
-        ``(N, C, iD, iH, iW)``.
+        ``(N, C, iD, iH, iW)``: the volume before upsampling (gradInput's
+        shape for the backward, self's for the forward).
     align_corners : bool
     scales : tuple of float
         ``(scales_d, scales_h, scales_w)`` as the tables use them: <= 0.0
@@ -69,10 +82,12 @@ class Arguments:
     tensors : tuple of TensorBinding
         The PyTorch tensors behind ``grad_out`` / ``grad_input``, if any:
         checked before every run (their memory must not have moved) and,
-        for ``grad_input``, marked as written after it.
+        for the written one, marked as written after it.
     rules : {"pytorch", "cann"}
         The rules the call was checked under (see :func:`validate`); a
         repeatable executor checks its new arrays under the same ones.
+    op : {"backward", "forward"}
+        The operator.
     """
 
     grad_out: np.ndarray
@@ -83,6 +98,12 @@ class Arguments:
     scales: tuple
     tensors: tuple = ()
     rules: str = PYTORCH_RULES
+    op: str = BACKWARD
+
+    @property
+    def names(self):
+        """``(read, written)``: the operator's names of the two arrays."""
+        return ARRAY_NAMES[self.op]
 
     def addresses(self):
         """``(gradOut, gradInput)``: the addresses of their element [0, 0, 0, 0, 0], found once."""
@@ -495,8 +516,15 @@ def has_internal_overlap(arr):
     return False
 
 
-def _check_limits(go_shape, gi_shape):
-    for name, shape in (("gradOut", go_shape), ("gradInput", gi_shape)):
+def _check_limits(go_shape, gi_shape, op=BACKWARD):
+    """The documented limits; for the forward, ``go_shape`` is self's and ``gi_shape`` out's.
+
+    Both operators' documents state them in terms of the arrays the
+    separable passes run between, so one check serves both: the source's
+    D and H and the target's H and W.
+    """
+    read, written = ARRAY_NAMES[op]
+    for name, shape in ((read, go_shape), (written, gi_shape)):
         for k, n in enumerate(shape):
             if n > MAX_DIM:
                 raise invalid(
@@ -505,29 +533,34 @@ def _check_limits(go_shape, gi_shape):
     n, c, od, oh, ow = go_shape
     _, _, id_, ih, iw = gi_shape
     need = n * c * (od * oh * ow + id_ * ih * iw + od * oh * iw + od * ih * iw) * 4
+    if op == FORWARD:
+        formula = ("N*C*(self_D*self_H*self_W + out_D*out_H*out_W + self_D*self_H*out_W "
+                   "+ self_D*out_H*out_W)*4")
+        products = ("N*C*self_D*self_H", "out_W*out_H")
+    else:
+        formula = "N*C*(oD*oH*oW + iD*iH*iW + oD*oH*iW + oD*iH*iW)*4"
+        products = ("N*C*oD*oH", "iW*iH")
     if need >= MAX_BYTES:
-        raise invalid(
-            "N*C*(oD*oH*oW + iD*iH*iW + oD*oH*iW + oD*iH*iW)*4 must be below "
-            f"60 GiB = {MAX_BYTES} bytes, got {need}"
-        )
+        raise invalid(f"{formula} must be below 60 GiB = {MAX_BYTES} bytes, got {need}")
     if n * c * od * oh >= MAX_PRODUCT:
-        raise invalid(f"N*C*oD*oH must be below 2**31, got {n * c * od * oh}")
+        raise invalid(f"{products[0]} must be below 2**31, got {n * c * od * oh}")
     if iw * ih >= MAX_PRODUCT:
-        raise invalid(f"iW*iH must be below 2**31, got {iw * ih}")
+        raise invalid(f"{products[1]} must be below 2**31, got {iw * ih}")
 
 
-def _check_overlap(grad_out, grad_input):
+def _check_overlap(grad_out, grad_input, names=ARRAY_NAMES[BACKWARD]):
+    read, written = names
     if not grad_input.flags.writeable:
-        raise invalid("gradInput must be writable, got a read-only array")
+        raise invalid(f"{written} must be writable, got a read-only array")
     if grad_input.size > 1 and has_internal_overlap(grad_input):
-        raise invalid("gradInput must not overlap itself (zero or interleaved strides)")
+        raise invalid(f"{written} must not overlap itself (zero or interleaved strides)")
     if grad_out.size and grad_input.size:
         try:
             shared = np.shares_memory(grad_out, grad_input, max_work=1_000_000)
         except np.exceptions.TooHardError:
             shared = True
         if shared:
-            raise invalid("gradInput must not overlap gradOut")
+            raise invalid(f"{written} must not overlap {read}")
 
 
 def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
@@ -621,18 +654,8 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
         )
     _check_limits(grad_out.shape, input_size)
 
-    if not isinstance(align_corners, (bool, np.bool_)):
-        raise invalid(f"alignCorners must be a bool, got {align_corners!r}")
-    align_corners = bool(align_corners)
-    names = ("scalesD", "scalesH", "scalesW")
-    scales = [_scale(value, name) for value, name in zip((scales_d, scales_h, scales_w), names)]
-    if rules == CANN_RULES:
-        scales = cann_scales(scales, align_corners)
-    elif rules != PYTORCH_RULES:
-        raise ValueError(f"rules must be {PYTORCH_RULES!r} or {CANN_RULES!r}, got {rules!r}")
-    else:
-        _check_scales_consistent(scales, names, input_size, output_size, align_corners,
-                                 out_name, in_name)
+    align_corners, scales = _checked_scales(align_corners, (scales_d, scales_h, scales_w),
+                                            rules, input_size, output_size, out_name, in_name)
 
     if not misaligned_ok:
         _check_strides(grad_out, "gradOut")
@@ -640,7 +663,87 @@ def validate(grad_out, output_size, input_size, align_corners, scales_d, scales_
         _check_strides(grad_input, "gradInput")
         _check_overlap(grad_out, grad_input)
     return Arguments(grad_out, grad_input, output_size, input_size, align_corners,
-                     tuple(scales), tensors, rules)
+                     scales, tensors, rules)
+
+
+def _checked_scales(align_corners, values, rules, input_size, output_size, out_name, in_name):
+    """``(align_corners, scales)`` as the tables use them, under ``rules`` (see :func:`validate`)."""
+    if not isinstance(align_corners, (bool, np.bool_)):
+        raise invalid(f"alignCorners must be a bool, got {align_corners!r}")
+    align_corners = bool(align_corners)
+    names = ("scalesD", "scalesH", "scalesW")
+    scales = [_scale(value, name) for value, name in zip(values, names)]
+    if rules == CANN_RULES:
+        scales = cann_scales(scales, align_corners)
+    elif rules != PYTORCH_RULES:
+        raise ValueError(f"rules must be {PYTORCH_RULES!r} or {CANN_RULES!r}, got {rules!r}")
+    else:
+        _check_scales_consistent(scales, names, input_size, output_size, align_corners,
+                                 out_name, in_name)
+    return align_corners, tuple(scales)
+
+
+def validate_forward(x, output_size, align_corners, scales_d, scales_h, scales_w, out, *,
+                     allocate=False, misaligned_ok=False, rules=PYTORCH_RULES):
+    """Check a forward phase-one call (``aclnnUpsampleTrilinear3dGetWorkspaceSize``).
+
+    Parameters are CANN's (``self`` is ``x``); ``allocate``,
+    ``misaligned_ok`` and ``rules`` as for :func:`validate`.  The rules are
+    those of the backward with the arrays' roles exchanged, plus two of
+    CANN's and PyTorch's forward: self's D, H and W must be > 0, and so
+    must its C (N may be 0: an empty result).
+
+    Returns
+    -------
+    Arguments
+        With ``op == "forward"``: ``grad_out`` is self, ``grad_input`` out.
+
+    Raises
+    ------
+    NullArgumentError
+        (161001) ``x``, ``output_size`` or ``out`` is None.
+    InvalidArgumentError
+        (161002) any other rule is broken.
+    """
+    for value, name in ((x, "self"), (output_size, "outputSize"), (out, "out")):
+        if value is None and not (allocate and name == "out"):
+            raise NullArgumentError(f"{name} must not be None")
+    bindings = (tensor_binding(x, "self"), None if allocate else tensor_binding(out, "out"))
+    x = as_array(x, "self")
+    out = None if allocate else as_array(out, "out")
+    tensors = tuple(b for b in bindings if b is not None)
+    _check_dtype(x, "self")
+    if not allocate and out.dtype != x.dtype:
+        raise invalid(f"out dtype must equal self dtype {x.dtype}, got {out.dtype}")
+    if x.ndim != 5:
+        raise invalid(f"self must be 5-D (N, C, D, H, W), got {x.ndim}-D")
+    out_name = functools.partial(element_name, "outputSize", axes="DHW")
+    output_size = _int_list(output_size, "outputSize", 3)
+    for k, n in enumerate(output_size):
+        if n <= 0:
+            raise invalid(f"{out_name(k)} must be > 0, got {n}")
+    input_size = tuple(x.shape)
+    for k in (2, 3, 4):
+        if input_size[k] <= 0:
+            raise invalid(f"self {'NCDHW'[k]} must be > 0, got {input_size[k]}")
+    if input_size[1] == 0:
+        raise invalid(f"self C must be > 0 (a non-empty 5-D volume; PyTorch's and CANN's "
+                      f"rule), got shape {input_size}")
+    expected = input_size[:2] + output_size
+    if not allocate and tuple(out.shape) != expected:
+        raise invalid(f"out shape must equal (N, C) of self + outputSize = {expected}, "
+                      f"got {tuple(out.shape)}")
+    _check_limits(input_size, expected, FORWARD)
+    align_corners, scales = _checked_scales(
+        align_corners, (scales_d, scales_h, scales_w), rules, input_size, output_size,
+        out_name, lambda k: f"self {'NCDHW'[k]}")
+    if not misaligned_ok:
+        _check_strides(x, "self")
+    if not allocate:
+        _check_strides(out, "out")
+        _check_overlap(x, out, ARRAY_NAMES[FORWARD])
+    return Arguments(x, out, output_size, input_size, align_corners, scales, tensors, rules,
+                     FORWARD)
 
 
 def cann_scales(scales, align_corners):
@@ -689,15 +792,16 @@ def _check_scales_consistent(scales, names, input_size, output_size, align_corne
 def rebind(old, grad_out=None, grad_input=None):
     """Check new arrays for an executor planned with ``old``; return the new :class:`Arguments`.
 
-    The new arrays (None keeps the bound one) must have the shape, dtype and
-    strides of the ones they replace, and pass every rule of phase one again
-    (writability, overlap).
+    The new arrays (None keeps the bound one; for a forward executor
+    ``grad_out`` is the new self and ``grad_input`` the new out) must have
+    the shape, dtype and strides of the ones they replace, and pass every
+    rule of phase one again (writability, overlap).
     """
+    read, written = old.names
     keep = {b.name: b.tensor for b in old.tensors}
-    new_out = keep.get("gradOut", old.grad_out) if grad_out is None else grad_out
-    new_in = keep.get("gradInput", old.grad_input) if grad_input is None else grad_input
-    for name, new, ref in (("gradOut", new_out, old.grad_out),
-                           ("gradInput", new_in, old.grad_input)):
+    new_out = keep.get(read, old.grad_out) if grad_out is None else grad_out
+    new_in = keep.get(written, old.grad_input) if grad_input is None else grad_input
+    for name, new, ref in ((read, new_out, old.grad_out), (written, new_in, old.grad_input)):
         arr = as_array(new, name)
         if (arr.shape, arr.dtype, arr.strides) != (ref.shape, ref.dtype, ref.strides):
             raise invalid(
@@ -706,6 +810,9 @@ def rebind(old, grad_out=None, grad_input=None):
             )
         if not arr.flags.aligned:
             raise invalid(f"{name} must be aligned to its element size")
+    if old.op == FORWARD:
+        return validate_forward(new_out, old.output_size, old.align_corners, *old.scales,
+                                new_in, rules=old.rules)
     return validate(new_out, old.output_size, old.input_size, old.align_corners,
                     *old.scales, new_in, rules=old.rules)
 
@@ -773,7 +880,7 @@ def checked_workspace(workspace, workspace_size, required, args):
         return None
     if buf.size > 1 and has_internal_overlap(buf):
         raise ExecutionError("workspace must not overlap itself")
-    for name, arr in (("gradOut", args.grad_out), ("gradInput", args.grad_input)):
+    for name, arr in zip(args.names, (args.grad_out, args.grad_input)):
         if arr.size and np.may_share_memory(buf, arr):
             raise ExecutionError(f"workspace must not overlap {name}")
     return buf

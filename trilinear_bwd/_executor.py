@@ -20,6 +20,7 @@ from ._arguments import (
     rebind,
     resolve_num_threads,
     validate,
+    validate_forward,
     workspace_size_argument,
 )
 from ._plan import data_address, planned
@@ -77,11 +78,13 @@ def _fork_safe_threads(threads):
 
 
 class Executor:
-    """A validated backward call, ready to run: what phase one returns.
+    """A validated call, ready to run: what phase one returns.
 
-    Do not construct it directly; call :func:`get_workspace_size`.  An
-    executor is bound to its ``grad_out`` and ``grad_input`` arrays and runs
-    once, unless :meth:`set_repeatable` was called.  It is a context manager
+    Do not construct it directly; call :func:`get_workspace_size` (the
+    backward) or :func:`get_forward_workspace_size` (the forward).  An
+    executor is bound to the array it reads and the one it writes
+    (``grad_out`` and ``grad_input``; the forward's ``x`` and ``out``) and
+    runs once, unless :meth:`set_repeatable` was called.  It is a context manager
     that destroys itself on exit.
 
     Attributes
@@ -92,6 +95,7 @@ class Executor:
 
     def __init__(self, args, num_threads):
         self._args = args
+        self._op = args.op
         self._follow_default = num_threads is None
         requested = resolve_num_threads(num_threads)
         self._plan, self._kernel = planned(args, requested, _dispatch.kernel_module())
@@ -130,16 +134,24 @@ class Executor:
         return self._state
 
     @property
+    def op(self):
+        """``"backward"`` or ``"forward"``: the operator this executor computes."""
+        return self._op
+
+    @property
     def grad_out(self):
-        """The array phase two reads (None once destroyed)."""
+        """The array phase two reads (None once destroyed); the forward's ``x``."""
         args = self._args
         return None if args is None else args.grad_out
 
     @property
     def grad_input(self):
-        """The array phase two overwrites (None once destroyed)."""
+        """The array phase two overwrites (None once destroyed); the forward's ``out``."""
         args = self._args
         return None if args is None else args.grad_input
+
+    x = grad_out
+    out = grad_input
 
     @property
     def num_threads(self):
@@ -162,9 +174,11 @@ class Executor:
         if a is None:
             return f"<trilinear_bwd.Executor {self._state}>"
         layout = "NDHWC" if self._plan.channels_last else "NCDHW"
+        read, written = a.names
         return (
-            f"<trilinear_bwd.Executor {self._state}{' repeatable' if self._repeatable else ''}: "
-            f"gradOut {a.grad_out.dtype}{tuple(a.grad_out.shape)} -> gradInput "
+            f"<trilinear_bwd.Executor {self._op} {self._state}"
+            f"{' repeatable' if self._repeatable else ''}: "
+            f"{read} {a.grad_out.dtype}{tuple(a.grad_out.shape)} -> {written} "
             f"{tuple(a.grad_input.shape)}, {layout} mode, alignCorners={a.align_corners}, "
             f"scales={a.scales}, workspace {self.workspace_size} bytes, "
             f"{self.num_threads} thread(s)>"
@@ -197,7 +211,9 @@ class Executor:
         Parameters
         ----------
         grad_out, grad_input : array_like, optional
-            Replacements; None keeps the current one.
+            Replacements of the array the executor reads and the one it
+            writes (a forward executor's ``x`` and ``out``: pass them in this
+            order); None keeps the current one.
 
         Raises
         ------
@@ -331,8 +347,9 @@ def run_kernel(kernel, args, workspace, threads):
     gout, gin = args.addresses()
     team = kernel.run(gout, gin, workspace, _fork_safe_threads(threads))
     _team_started = _team_started or team > 1
+    written = args.names[1]
     for binding in args.tensors:
-        if binding.name == "gradInput":
+        if binding.name == written:
             binding.mark_written()
     return team
 
@@ -453,6 +470,59 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
     """
     args = validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
                     scales_w, grad_input)
+    executor = Executor(args, num_threads)
+    return executor.workspace_size, executor
+
+
+def get_forward_workspace_size(x, output_size, align_corners, scales_d, scales_h, scales_w,
+                               out, num_threads=None):
+    """Phase one of the forward: validate an upsampling call and plan it.
+
+    The counterpart of ``aclnnUpsampleTrilinear3dGetWorkspaceSize``; phase
+    two is :func:`execute`, as for the backward, and the returned
+    :class:`Executor` has the same lifecycle (single-use or repeatable,
+    ``update_arrays(x, out)``, streams).
+
+    Parameters
+    ----------
+    x : array_like, shape (N, C, iD, iH, iW)
+        The volume to upsample: float32, float64, float16 or bfloat16, any
+        layout or strides.  Read, never written.  C and iD, iH, iW > 0.
+    output_size : sequence of 3 int
+        ``(oD, oH, oW)``, each > 0.
+    align_corners : bool
+        Corner-aligned (True) or half-pixel (False) coordinates.
+    scales_d, scales_h, scales_w : float
+        The multipliers (output / input) per axis; <= 0 (or None) means "not
+        given".  With ``align_corners`` False each given scale sets its
+        axis's coordinate step to ``1/scale`` and must satisfy
+        ``output_size[k] == floor(x.shape[k+2] * scale)`` (PyTorch's rule;
+        ``trilinear_bwd.aclnn`` follows CANN's, see ``docs/operator.md``).
+    out : ndarray, shape (N, C, oD, oH, oW)
+        Where the result goes: same dtype as ``x``, writable, any layout,
+        not overlapping ``x``.  Overwritten.
+    num_threads : int, optional
+        As for :func:`get_workspace_size`.
+
+    Returns
+    -------
+    workspace_size : int
+    executor : Executor
+
+    Raises
+    ------
+    NullArgumentError
+        (161001) ``x``, ``output_size`` or ``out`` is None.
+    InvalidArgumentError
+        (161002) any rule of the contract is broken; nothing is written.
+
+    Notes
+    -----
+    The forward runs the backward's kernel with the per-axis tables read the
+    other way (``docs/design.md``): the workspace is laid out as described
+    for :func:`get_workspace_size`, with ``x`` in the role of ``grad_out``.
+    """
+    args = validate_forward(x, output_size, align_corners, scales_d, scales_h, scales_w, out)
     executor = Executor(args, num_threads)
     return executor.workspace_size, executor
 

@@ -214,8 +214,13 @@ def make_plan(args, n_threads):
     out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1
                                                                or v % 8 == 0)
 
+    # The kernel computes the target array (gradInput; the forward's out)
+    # from the source (gradOut; self): only the tables say which operator.
+    # Their n_in / n_out are the upsampled volume's input and output sizes.
+    forward = args.op == "forward"
     tables = [
-        axis_table(i, o, args.align_corners, s, acc, sentinel=sentinel)
+        axis_table(*((o, i) if forward else (i, o)), args.align_corners, s, acc,
+                   sentinel=sentinel, forward=forward)
         for i, o, s, sentinel in zip(
             (id_, ih, iw), (od, oh, ow), args.scales, (None, None, None if v > 1 else length)
         )
@@ -283,7 +288,7 @@ def planned(args, n_threads, kernel_module):
         The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
     """
     go, gi = args.grad_out, args.grad_input
-    key = (go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.output_size,
+    key = (args.op, go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.output_size,
            args.align_corners, args.scales, n_threads, kernel_module)
     with _plans_lock:
         hit = _plans.get(key)

@@ -131,13 +131,19 @@ def _pytorch_point(n_in, n_out, align_corners, scale, opmath, j):
     return i0, i1, float(lam0), float(lam1)
 
 
-def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
-    """Return the backward of one axis in gather (CSR) form (cached, read-only).
+def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=False):
+    """Return one axis of the backward (or the forward) in gather (CSR) form (cached, read-only).
 
-    Input point ``i`` receives the terms ``ptr[i] <= t < ptr[i+1]``, each
-    ``weight[t] * g[src[t]]``.  Terms are ordered by output point; where
-    ``x0 == x1`` the ``l0`` term comes before the ``l1`` term.  Zero weights
-    are kept, so that NaN and Inf propagate as in PyTorch.
+    The kernel computes each *target* point from *source* points: target
+    ``i`` receives the terms ``ptr[i] <= t < ptr[i+1]``, each
+    ``weight[t] * source[src[t]]``.  For the backward the targets are the
+    ``n_in`` input points and the sources the ``n_out`` output points;
+    terms are ordered by output point, and where ``x0 == x1`` the ``l0``
+    term comes before the ``l1`` term.  For the forward (``forward=True``)
+    the same coefficients are read the other way: the targets are the
+    output points, each with its two terms ``l0 * x[x0]`` then
+    ``l1 * x[x1]``.  Zero weights are kept, so that NaN and Inf propagate
+    as in PyTorch.
 
     Parameters
     ----------
@@ -150,11 +156,14 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
         given, the table also holds the terms padded to the same count per
         input point, the padding being ``0 * row[sentinel]`` (adding +0 leaves
         every sum unchanged), in blocks of 8 points for the vector gather.
+    forward : bool, default False
+        The forward's table (targets are output points) instead of the
+        backward's.
 
     Returns
     -------
     dict
-        ``ptr`` (int64, n_in + 1), ``src`` (int64, 2 * n_out) and ``weight``
+        ``ptr`` (int64, targets + 1), ``src`` (int64, 2 * n_out) and ``weight``
         (``dtype``, 2 * n_out), and the padded table (``width`` terms per
         point; 0 without a sentinel, or past ``PADDED_LIMIT``) the W pass reads.  The
         arrays are read-only; for axes of up to ``CACHED_POINTS`` points they
@@ -162,7 +171,7 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None):
         call in a training loop costs microseconds, not milliseconds.
     """
     args = (int(n_in), int(n_out), bool(align_corners), float(scale), np.dtype(dtype).str,
-            sentinel)
+            sentinel, bool(forward))
     if n_in + n_out <= CACHED_POINTS:
         return _cached_axis_table(*args)
     return _axis_table(*args)
@@ -184,20 +193,25 @@ PADDED_LIMIT = 16
 CACHED_POINTS = 4096
 
 
-def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel):
+def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=False):
     x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale, np.dtype(dtype).type)
-    target = np.stack([x0, x1], axis=1).ravel()
-    source = np.repeat(np.arange(n_out, dtype=np.int64), 2)
+    points = np.stack([x0, x1], axis=1).ravel()
+    outputs = np.repeat(np.arange(n_out, dtype=np.int64), 2)
     weight = np.stack([l0, l1], axis=1).ravel()
+    # Below, "n_targets" points are computed, each from terms of the source.
+    if forward:
+        target, source, n_targets = outputs, points, n_out
+    else:
+        target, source, n_targets = points, outputs, n_in
     order = np.argsort(target, kind="stable")
-    counts = np.bincount(target, minlength=n_in)
-    ptr = np.zeros(n_in + 1, dtype=np.int64)
+    counts = np.bincount(target, minlength=n_targets)
+    ptr = np.zeros(n_targets + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
     src = np.ascontiguousarray(source[order])
     weight = np.ascontiguousarray(weight[order].astype(dtype))
-    width = int(counts.max()) if n_in else 0
+    width = int(counts.max()) if n_targets else 0
     table = {"ptr": ptr, "src": src, "weight": weight}
-    blocks = -(-n_in // 8)
+    blocks = -(-n_targets // 8)
     if sentinel is None or blocks * 8 * width > PADDED_LIMIT * (2 * n_out + blocks * 8):
         width = 0
     padded_src = np.full((blocks * 8, width), sentinel or 0, dtype=np.int32)

@@ -11,7 +11,9 @@ follows CANN's implementation (``docs/operator.md``, "Which layer follows
 which rule").  The scales are used only when ``scalesD``, ``scalesH`` and
 ``scalesW`` are all > 0, and then without checking them against
 ``outputSize``; otherwise the size ratio is used on every axis.  The rest of
-the package follows PyTorch (each axis its own scale).
+the package follows PyTorch (each axis its own scale).  The same holds for
+the forward operator, ``aclnnUpsampleTrilinear3dGetWorkspaceSize`` and
+``aclnnUpsampleTrilinear3d``.
 
 Examples
 --------
@@ -40,11 +42,12 @@ from ._status import (
     ACLNN_ERR_RUNTIME_ERROR,
     ACLNN_SUCCESS,
     AclnnError,
+    ExecutionError,
     InvalidArgumentError,
     NullArgumentError,
 )
+from ._arguments import BACKWARD, CANN_RULES, FORWARD, as_int, validate, validate_forward
 from ._stream import Stream
-from ._arguments import CANN_RULES, as_int, validate
 
 __all__ = [
     "ACLNN_ERR_INNER",
@@ -57,8 +60,10 @@ __all__ = [
     "aclSetAclOpExecutorRepeatable",
     "aclSetInputTensorAddr",
     "aclSetOutputTensorAddr",
+    "aclnnUpsampleTrilinear3d",
     "aclnnUpsampleTrilinear3dBackward",
     "aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize",
+    "aclnnUpsampleTrilinear3dGetWorkspaceSize",
     "aclrtCreateStream",
     "aclrtDestroyStream",
     "aclrtFree",
@@ -126,6 +131,66 @@ def _phase_one(*arguments):
     return executor.workspace_size, executor
 
 
+def aclnnUpsampleTrilinear3dGetWorkspaceSize(self, outputSize, alignCorners, scalesD, scalesH,
+                                             scalesW, out):
+    """Phase one of the forward: validate and plan (CANN's ``aclnnUpsampleTrilinear3dGetWorkspaceSize``).
+
+    Parameters
+    ----------
+    self : array_like, shape (N, C, iD, iH, iW)
+        The volume (CANN's parameter name; any layout, read as NCDHW).
+        C, iD, iH and iW must be > 0; N = 0 is an empty call (status 0,
+        workspace 0), as in CANN's implementation.
+    outputSize : sequence of 3 int
+        ``(oD, oH, oW)``, each > 0.
+    alignCorners : bool
+    scalesD, scalesH, scalesW : float
+        CANN's rule, as for the backward: used only when all three are > 0
+        (and ``alignCorners`` is false), then without a check against
+        ``outputSize``; otherwise every axis uses the size ratio.  Finite.
+    out : ndarray, shape (N, C, oD, oH, oW)
+        Same dtype as ``self``; writable; overwritten.
+
+    Returns
+    -------
+    status : int
+    workspaceSize : int
+    executor : Executor or None
+    """
+    status, result = _call(
+        _forward_phase_one, self, outputSize, alignCorners, scalesD, scalesH, scalesW, out)
+    if status != ACLNN_SUCCESS:
+        return status, 0, None
+    return status, result[0], result[1]
+
+
+def _forward_phase_one(*arguments):
+    """``get_forward_workspace_size`` under CANN's rules: ``(workspace size, executor)``."""
+    executor = _executor.Executor(validate_forward(*arguments, rules=CANN_RULES), None)
+    return executor.workspace_size, executor
+
+
+def aclnnUpsampleTrilinear3d(workspace, workspaceSize, executor, stream):
+    """Phase two of the forward: run the executor (CANN's ``aclnnUpsampleTrilinear3d``).
+
+    Parameters and status codes are those of
+    :func:`aclnnUpsampleTrilinear3dBackward`; an executor planned for the
+    backward is refused (``ACLNN_ERR_RUNTIME_ERROR``), as the backward's
+    phase two refuses a forward one.
+    """
+    return _call(_execute_op, FORWARD, workspace, workspaceSize, executor, stream)[0]
+
+
+def _execute_op(op, workspace, workspace_size, executor, stream):
+    """Phase two of ``op``: an executor of the other operator is a misuse (361001)."""
+    if isinstance(executor, _executor.Executor) and executor.op != op:
+        other = "aclnnUpsampleTrilinear3d" if op == BACKWARD else \
+            "aclnnUpsampleTrilinear3dBackward"
+        raise ExecutionError(f"executor was planned for the {executor.op} operator: "
+                             f"run it with {other}")
+    _executor.execute(workspace, workspace_size, executor, stream)
+
+
 def aclnnUpsampleTrilinear3dBackward(workspace, workspaceSize, executor, stream):
     """Phase two: run the executor (CANN's ``aclnnUpsampleTrilinear3dBackward``).
 
@@ -144,7 +209,7 @@ def aclnnUpsampleTrilinear3dBackward(workspace, workspaceSize, executor, stream)
         ``ACLNN_SUCCESS``, or ``ACLNN_ERR_RUNTIME_ERROR`` for a misused
         workspace or executor, ``ACLNN_ERR_PARAM_NULLPTR`` for a missing one.
     """
-    return _call(_executor.execute, workspace, workspaceSize, executor, stream)[0]
+    return _call(_execute_op, BACKWARD, workspace, workspaceSize, executor, stream)[0]
 
 
 def aclSetAclOpExecutorRepeatable(executor):
@@ -158,12 +223,12 @@ def aclDestroyAclOpExecutor(executor):
 
 
 def aclSetInputTensorAddr(executor, index, tensor):
-    """Rebind input ``index`` (0: gradOut) of a repeatable executor; returns a status."""
+    """Rebind input ``index`` (0: gradOut; the forward's self) of a repeatable executor; returns a status."""
     return _call(_rebind, executor, index, tensor, "grad_out")[0]
 
 
 def aclSetOutputTensorAddr(executor, index, tensor):
-    """Rebind output ``index`` (0: gradInput) of a repeatable executor; returns a status."""
+    """Rebind output ``index`` (0: gradInput; the forward's out) of a repeatable executor; returns a status."""
     return _call(_rebind, executor, index, tensor, "grad_input")[0]
 
 

@@ -1,18 +1,19 @@
-"""PyTorch integration: this library's kernel as the backward of trilinear upsampling.
+"""PyTorch integration: this library's kernels as trilinear upsampling and its backward.
 
 Three ways in, from the least to the most invasive:
 
 * :func:`upsample_trilinear3d_backward` -- ``aten::upsample_trilinear3d_backward``'s
   signature on torch tensors, computed by this library (also registered as the
   custom operator ``torch.ops.trilinear_bwd.upsample_trilinear3d_backward``,
-  which ``torch.compile`` treats as an opaque call);
+  which ``torch.compile`` treats as an opaque call); likewise the forward,
+  ``torch.ops.trilinear_bwd.upsample_trilinear3d``;
 * :func:`upsample_trilinear3d` -- a differentiable drop-in for
-  ``F.interpolate(x, ..., mode="trilinear")`` whose forward is PyTorch's and
-  whose backward is this library's;
-* :func:`enable` / :func:`disable` / :func:`enabled` -- register the kernel as
-  the CPU implementation of ``aten::upsample_trilinear3d_backward`` itself, so
-  unchanged code that calls ``F.interpolate(..., mode="trilinear")`` and
-  ``.backward()`` uses it.
+  ``F.interpolate(x, ..., mode="trilinear")`` whose forward and backward are
+  this library's on CPU tensors;
+* :func:`enable` / :func:`disable` / :func:`enabled` -- make the kernels the
+  CPU implementations of ``aten::upsample_trilinear3d`` and
+  ``aten::upsample_trilinear3d_backward`` themselves, so unchanged code that
+  calls ``F.interpolate(..., mode="trilinear")`` and ``.backward()`` uses them.
 
 PyTorch is an optional dependency: ``import trilinear_bwd`` never imports it;
 this module does, on first use.  Tensors are passed to the kernel without a
@@ -31,6 +32,7 @@ torch.Size([1, 2, 4, 4, 4])
 """
 
 import contextlib
+import math
 import threading
 import warnings
 from collections.abc import Sequence
@@ -40,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _pool
+from ._api import upsample_trilinear3d as _tb_forward
 from ._api import upsample_trilinear3d_backward as _tb_backward
 from ._status import InvalidArgumentError, NullArgumentError
 from ._arguments import _TORCH_TO_NUMPY, as_int, as_real, as_sequence
@@ -54,9 +57,10 @@ __all__ = [
     "upsample_trilinear3d_backward",
 ]
 
-# Backward calls on CPU, for tests and the curious: how many ran this
-# library's kernel and how many fell back to PyTorch's (_kernel_or_fallback).
-_calls = {"kernel": 0, "fallback": 0}
+# Calls on CPU, for tests and the curious: how many backward ("kernel") and
+# forward ("forward") calls ran this library's kernel and how many fell back
+# to PyTorch's (_kernel_or_fallback, _forward_or_fallback).
+_calls = {"kernel": 0, "fallback": 0, "forward": 0, "forward_fallback": 0}
 
 
 try:
@@ -220,6 +224,52 @@ torch.library.register_autograd(
 )
 
 
+def _run_forward(x, output_size, align_corners, scales, num_threads=None):
+    """The forward on a CPU tensor into a new tensor of PyTorch's layout for it."""
+    output_size = tuple(as_int(n, f"outputSize[{k}]") for k, n in
+                        enumerate(as_sequence(output_size, "outputSize", "3 integers")))
+    if x.dim() != 5 or len(output_size) != 3 or min(output_size) < 0:
+        raise InvalidArgumentError(
+            f"self must be 5-D and outputSize 3 non-negative integers, got {x.dim()}-D "
+            f"and {output_size}")
+    out = _new_tensor(tuple(x.shape[:2]) + output_size, x.dtype, _memory_format(x))
+    _tb_forward(x, output_size, bool(align_corners), scales, out=out, num_threads=num_threads)
+    return out
+
+
+@torch.library.custom_op("trilinear_bwd::upsample_trilinear3d", mutates_args=())
+def _forward_op(x: torch.Tensor, output_size: Sequence[int], align_corners: bool,
+                scales_d: Optional[float], scales_h: Optional[float],
+                scales_w: Optional[float]) -> torch.Tensor:
+    if x.device.type != "cpu":
+        return torch.ops.aten.upsample_trilinear3d(x, output_size, align_corners, scales_d,
+                                                   scales_h, scales_w)
+    return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
+
+
+@_forward_op.register_fake
+def _(x, output_size, align_corners, scales_d, scales_h, scales_w):
+    return torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
+                       device=x.device, memory_format=_memory_format(x))
+
+
+def _forward_op_setup(ctx, inputs, output):
+    x, ctx.output_size, ctx.align_corners, *ctx.scales = inputs
+    ctx.input_size = tuple(x.shape)
+
+
+def _forward_op_backward(ctx, grad_output):
+    grad_input = torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+        grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, *ctx.scales)
+    return grad_input, None, None, None, None, None
+
+
+torch.library.register_autograd(
+    "trilinear_bwd::upsample_trilinear3d", _forward_op_backward,
+    setup_context=_forward_op_setup,
+)
+
+
 # -- the differentiable upsampling ---------------------------------------------
 
 def _expand(value, what):
@@ -240,9 +290,6 @@ class UpsampleTrilinear3d(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, size, scale_factor, align_corners, recompute_scale_factor):
-        y = F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
-                          align_corners=align_corners,
-                          recompute_scale_factor=recompute_scale_factor)
         # What F.interpolate hands aten::upsample_trilinear3d, and so what its
         # own backward receives: the scale factors as given, unless a size
         # was given or the factors were folded into a recomputed size.
@@ -250,6 +297,20 @@ class UpsampleTrilinear3d(torch.autograd.Function):
             scales = (None, None, None)
         else:
             scales = tuple(float(s) for s in _expand(scale_factor, "scale_factor"))
+        if x.device.type != "cpu" or (size is None) == (scale_factor is None):
+            # Other devices, and the calls F.interpolate refuses (its error).
+            y = F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
+                              align_corners=align_corners,
+                              recompute_scale_factor=recompute_scale_factor)
+        else:
+            if size is not None:
+                output_size = [int(n) for n in _expand(size, "size")]
+            else:
+                # F.interpolate's own rule for the output size.
+                output_size = [math.floor(float(n) * float(f)) for n, f in
+                               zip(x.shape[2:], _expand(scale_factor, "scale_factor"))]
+            y = torch.ops.trilinear_bwd.upsample_trilinear3d(
+                x, output_size, bool(align_corners), *scales)
         ctx.input_size = tuple(x.shape)
         ctx.output_size = tuple(y.shape[2:])
         ctx.align_corners = bool(align_corners)
@@ -274,13 +335,15 @@ class UpsampleTrilinear3d(torch.autograd.Function):
 
 def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
                          recompute_scale_factor=None):
-    """Differentiable trilinear upsampling with this library's backward.
+    """Differentiable trilinear upsampling, forward and backward by this library.
 
-    The forward is ``F.interpolate(x, size, scale_factor, mode="trilinear",
-    align_corners=align_corners, recompute_scale_factor=...)``, unchanged;
-    the backward runs this library's kernel on CPU tensors (PyTorch's on
-    other devices) and returns the gradient in ``x``'s memory format.
-    Double backward works (through PyTorch's forward, the adjoint).
+    Computes ``F.interpolate(x, size, scale_factor, mode="trilinear",
+    align_corners=align_corners, recompute_scale_factor=...)``: on CPU
+    tensors with this library's forward kernel (float64 tables, so within
+    float rounding of PyTorch's result, not always bitwise equal; see
+    ``docs/numerics.md``) and its backward, which returns the gradient in
+    ``x``'s memory format; on other devices with PyTorch's.  Double backward
+    works (the backward's adjoint is the forward).
 
     Parameters
     ----------
@@ -297,7 +360,7 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     Returns
     -------
     torch.Tensor
-        The upsampled tensor, identical to ``F.interpolate``'s.
+        The upsampled tensor, in ``x``'s memory format.
 
     Examples
     --------
@@ -382,6 +445,38 @@ def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_
         grad_input=grad_input)
 
 
+def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w):
+    """This library's forward; PyTorch's for the calls its contract refuses."""
+    try:
+        out = _run_forward(x, output_size, align_corners, _scales(scales_d, scales_h, scales_w))
+    except (InvalidArgumentError, NullArgumentError):
+        _calls["forward_fallback"] += 1
+        return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    _calls["forward"] += 1
+    return out
+
+
+def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
+    """PyTorch's own CPU forward, through the ``out=`` overload that the override leaves alone."""
+    if x.dim() != 5:
+        # Not a call the out= overload can size; PyTorch's functional form
+        # raises PyTorch's error for it (enable() never sees such a call).
+        return torch.ops.aten.upsample_trilinear3d.default.redispatch(
+            torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd),
+            x, output_size, align_corners, scales_d, scales_h, scales_w)
+    out = torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
+                      device=x.device, memory_format=_memory_format(x))
+    return torch.ops.aten.upsample_trilinear3d.out(
+        x, output_size, align_corners, scales_d, scales_h, scales_w, out=out)
+
+
+def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
+    # The CPU kernel of aten::upsample_trilinear3d from import on.
+    if not _active:
+        return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
+
+
 def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=None,
                  scales_h=None, scales_w=None):
     # The CPU kernel of aten::upsample_trilinear3d_backward from import on.
@@ -399,6 +494,7 @@ def _register():
         warnings.filterwarnings(
             "ignore", message=r"(?s).*Overriding a previously registered kernel")
         lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
+        lib.impl("upsample_trilinear3d", _aten_forward, "CPU")
     return lib
 
 
