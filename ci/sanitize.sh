@@ -173,7 +173,7 @@ run_pytest default tests
 # ... and the kernel-heavy tests again with each of the others.
 for variant in $(python -c "from trilinear_bwd import _dispatch; \
 print(' '.join(_dispatch.available_variants()[1:]))"); do
-    TRILINEAR_BWD_KERNEL=$variant run_pytest "$variant" tests/test_fuzz.py tests/test_kernel.py \
+    TRILINEAR_BWD_KERNEL=$variant run_pytest "$variant" tests/test_fuzz.py tests/test_kernel.py tests/test_forward.py \
         tests/test_properties.py tests/test_aliasing.py tests/test_limits.py \
         tests/test_concurrency.py tests/test_atomicity.py
 done

@@ -1,6 +1,5 @@
-"""trilinear_bwd.dask: the backward on Dask arrays, on Dask's schedulers and a LocalCluster."""
+"""trilinear_bwd.dask: the backward and the forward on Dask arrays, on Dask's schedulers and a LocalCluster."""
 
-import math
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ da = pytest.importorskip("dask.array")
 
 import trilinear_bwd as tb  # noqa: E402
 from trilinear_bwd import reference  # noqa: E402
+from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 
 from conftest import DTYPES, random_grad  # noqa: E402
@@ -30,44 +30,6 @@ CASES = [
 def bits(a):
     """The array's bytes as unsigned integers, for bitwise comparison (NaN included)."""
     return np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
-
-
-def coverage(n_in, n_out, align_corners, scale, chunks):
-    """Most grad_out chunks that contribute to one input point of the axis.
-
-    Computed from the reference's coefficients, independently of the module.
-    """
-    coefficients = reference.source_coefficients(n_in, n_out, align_corners, scale)
-    owners = [set() for _ in range(n_in)]
-    start = 0
-    for q, size in enumerate(chunks):
-        for j in range(start, start + size):
-            x0, x1, _, _ = coefficients[j]
-            owners[x0].add(q)
-            owners[x1].add(q)
-        start += size
-    return max(len(s) for s in owners)
-
-
-def assert_within_chunked_bound(result, g, input_size, align_corners, scales, chunks):
-    """The kernel's bound, plus one rounding per extra partial summed at a point.
-
-    Each partial carries the kernel's error on its own terms; adding P
-    partials adds at most (P - 1) u |B|(|grad_out|) (docs/dask.md).
-    """
-    opmath = reference.opmath_of(result.dtype)
-    exact = reference.backward(g.astype(np.float64), input_size, align_corners, scales, opmath)
-    bound = reference.error_bound(g, input_size, align_corners, scales, result.dtype)
-    parts = math.prod(
-        coverage(input_size[2 + k], g.shape[2 + k], align_corners, scales[k], chunks[2 + k])
-        for k in range(3))
-    u = np.finfo(np.float64 if result.dtype == np.float64 else np.float32).eps / 2
-    bound = bound + (parts - 1) * u * reference.backward(
-        np.abs(g.astype(np.float64)), input_size, align_corners, scales, opmath)
-    err = np.abs(result.astype(np.float64) - exact)
-    assert np.all(err <= bound), (
-        f"{np.sum(~(err <= bound))} elements outside the bound; worst excess "
-        f"{np.max(err - bound)}")
 
 
 # --------------------------------------------------------------------------
@@ -118,13 +80,13 @@ def test_num_threads_reaches_each_kernel_call(monkeypatch):
     import trilinear_bwd.dask as tbd
 
     seen = []
-    real = tbd._kernel_call
+    real = tbd.run_once
 
-    def spy(*args, num_threads=None, **kwargs):
+    def spy(args, num_threads):
         seen.append(num_threads)
-        return real(*args, num_threads=num_threads, **kwargs)
+        return real(args, num_threads)
 
-    monkeypatch.setattr(tbd, "_kernel_call", spy)
+    monkeypatch.setattr(tbd, "run_once", spy)
     g = random_grad((2, 1, 8, 8, 8), "float32")
     x = da.from_array(g, chunks=(1, 1, 8, 8, 8))
     one = dask_backward(x, (4, 4, 4)).compute(scheduler="sync")
@@ -154,69 +116,79 @@ def test_graph_is_lazy():
 
 
 # --------------------------------------------------------------------------
-# D, H and W chunks: partials summed in a fixed order
-
-
-def test_partial_of_the_whole_volume_is_the_kernel_bitwise():
-    # The NumPy routine does the kernel's per-element arithmetic, so one
-    # "partial" covering everything, rounded once, is the kernel's result.
-    import trilinear_bwd.dask as tbd
-
-    for dtype in DTYPES:
-        for case, (spatial, size, ac, scales) in enumerate(CASES):
-            g = random_grad((2, 2) + spatial, dtype, seed=case)
-            axes = tuple((n_in, n_out, s, (0, n_out)) for n_in, n_out, s in
-                         zip(size, spatial, scales))
-            part = tbd._partial_block(g, ac, axes, block_id=(0,) * 5)
-            got = part.astype(g.dtype)
-            expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac,
-                                                        scales=scales)
-            assert np.array_equal(bits(got), bits(expected)), (dtype, case)
+# D, H and W chunks: each block one kernel call on its window, bitwise
 
 
 SPATIAL_CHUNKS = [
     (2, 4, 5, 4, 3),       # every axis split, uneven chunks
     (3, 2, 6, 10, 9),      # D only
-    (3, 4, 1, 1, 1),       # one output point per block: many overlapping partials
+    (3, 4, 1, 1, 1),       # one point per source block: windows span several blocks
     (3, 4, 12, 3, 9),      # H only
 ]
 
 
+def assert_chunks(lazy, source, size):
+    """N and C chunked as the source; each spatial axis in at most as many non-empty chunks."""
+    assert lazy.chunks[:2] == source.chunks[:2]
+    for k in range(3):
+        assert sum(lazy.chunks[2 + k]) == size[k] and min(lazy.chunks[2 + k]) > 0
+        assert len(lazy.chunks[2 + k]) <= len(source.chunks[2 + k])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_spatial_chunks_within_bound_of_exact(dtype, case):
+def test_spatial_chunks_bitwise_equal_to_one_call(dtype, case):
     spatial, size, ac, scales = CASES[case]
     g = random_grad((3, 4) + spatial, dtype, seed=10 + case)
-    input_size = (3, 4) + size
     expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac, scales=scales)
     for chunks in SPATIAL_CHUNKS:
         x = da.from_array(g, chunks=chunks)
         lazy = dask_backward(x, size, align_corners=ac, scales=scales)
         got = lazy.compute(scheduler="sync")
-        assert got.dtype == g.dtype and got.shape == input_size
-        assert lazy.chunks[:2] == x.chunks[:2]
-        for k in range(3):
-            assert sum(lazy.chunks[2 + k]) == size[k] and min(lazy.chunks[2 + k]) > 0
-            assert len(lazy.chunks[2 + k]) <= len(x.chunks[2 + k])
-        assert_within_chunked_bound(got, g, input_size, ac, scales, x.chunks)
-        if dtype in ("float32", "float64"):
-            # Close to the one-call result too, relative to the largest gradient.
-            scale = np.abs(expected).max()
-            rtol = 1e-5 if dtype == "float32" else 1e-13
-            assert np.abs(got - expected).max() <= rtol * scale
+        assert got.dtype == g.dtype and got.shape == (3, 4) + size
+        assert_chunks(lazy, x, size)
+        assert np.array_equal(bits(got), bits(expected)), chunks
 
 
-def test_spatial_chunks_are_bitwise_away_from_chunk_boundaries():
-    # One spatial cut at output D = 16 of a 2x upsampling: only input planes
-    # 7 and 8 receive terms from both sides.  Every other element is a single
-    # partial, computed with the kernel's arithmetic, so bitwise the kernel's.
-    g = random_grad((2, 3, 32, 8, 8), "float32", seed=3)
-    expected = tb.upsample_trilinear3d_backward(g, (16, 4, 4))
-    got = dask_backward(da.from_array(g, chunks=(2, 3, 16, 8, 8)), (16, 4, 4)).compute(
-        scheduler="sync")
-    differ = np.flatnonzero((bits(got) != bits(expected)).any(axis=(0, 1, 3, 4)))
-    assert set(differ) <= {7, 8}
-    assert np.abs(got - expected).max() <= 1e-6 * np.abs(expected).max()
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_forward_chunks_bitwise_equal_to_one_call(dtype, case):
+    # The forward of each case: the volume of the backward's input size to
+    # its grad_out's size.
+    out_size, size, ac, scales = CASES[case]
+    x0 = random_grad((3, 4) + size, dtype, seed=20 + case)
+    expected = tb.upsample_trilinear3d(x0, out_size, align_corners=ac, scales=scales)
+    for chunks in [(3, 4) + size] + SPATIAL_CHUNKS:
+        x = da.from_array(x0, chunks=chunks)
+        lazy = dask_forward(x, out_size, align_corners=ac, scales=scales)
+        got = lazy.compute(scheduler="sync")
+        assert got.dtype == x0.dtype and got.shape == (3, 4) + out_size
+        assert_chunks(lazy, x, out_size)
+        assert np.array_equal(bits(got), bits(expected)), chunks
+
+
+@pytest.mark.parametrize("forward", [False, True])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_windows_hold_every_source_point_their_block_reads(forward, case):
+    # From the reference's coefficients, independently of the module's
+    # tables: each block's window covers every source point of its terms.
+    import trilinear_bwd.dask as tbd
+
+    spatial, size, ac, scales = CASES[case]
+    for k in range(3):
+        n_in, n_out = size[k], spatial[k]
+        coefficients = reference.source_coefficients(n_in, n_out, ac, scales[k], np.float32)
+        n_src = n_in if forward else n_out
+        for chunks in ((n_src,), (1,) * n_src, (n_src // 2, n_src - n_src // 2)):
+            chunks = tuple(c for c in chunks if c)
+            axis = tbd._WindowAxis(n_in, n_out, ac, scales[k], np.dtype(np.float32), forward,
+                                   chunks)
+            for (t0, t1, s0), extent in zip(axis.windows, axis.extents):
+                for j, (x0, x1, _, _) in enumerate(coefficients):
+                    if forward and t0 <= j < t1:
+                        assert s0 <= x0 and x1 < s0 + extent
+                    if not forward and (t0 <= x0 < t1 or t0 <= x1 < t1):
+                        assert s0 <= j < s0 + extent
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -233,6 +205,7 @@ def test_spatial_chunks_identical_across_schedulers_and_runs(dtype):
     runs.append(again.compute(scheduler="threads", num_workers=3))
     for r in runs[1:]:
         assert np.array_equal(bits(r), bits(first))
+    assert np.array_equal(bits(first), bits(tb.upsample_trilinear3d_backward(g, (10, 9, 7))))
 
 
 def test_spatial_chunks_keep_nan_and_inf_where_the_kernel_does():
@@ -243,9 +216,7 @@ def test_spatial_chunks_keep_nan_and_inf_where_the_kernel_does():
     expected = tb.upsample_trilinear3d_backward(g, (5, 4, 7))
     got = dask_backward(da.from_array(g, chunks=(1, 1, 6, 4, 4)), (5, 4, 7)).compute(
         scheduler="sync")
-    assert np.array_equal(np.isnan(got), np.isnan(expected))
-    assert np.array_equal(np.isposinf(got), np.isposinf(expected))
-    assert np.array_equal(np.isneginf(got), np.isneginf(expected))
+    assert np.array_equal(bits(got), bits(expected))
 
 
 def test_empty_batch_and_empty_chunks():
@@ -254,16 +225,18 @@ def test_empty_batch_and_empty_chunks():
         got = dask_backward(da.from_array(g, chunks=chunks), (4, 3, 2)).compute(
             scheduler="sync")
         assert got.shape == (0, 2, 4, 3, 2)
+        got = dask_forward(da.from_array(g, chunks=chunks), (5, 7, 9)).compute(
+            scheduler="sync")
+        assert got.shape == (0, 2, 5, 7, 9)
     g = random_grad((1, 2, 8, 6, 4), "float32")
-    x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).rechunk(((1,), (2,), (3, 0, 5), (6,), (4,)))
-    assert 0 in x.chunks[2]
-    got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
     expected = tb.upsample_trilinear3d_backward(g, (4, 3, 2))
-    assert np.abs(got - expected).max() <= 1e-6 * np.abs(expected).max()
-    # Dropping the empty chunk leaves D whole: the N/C path, with its bits.
-    x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).rechunk(((1,), (2,), (8, 0), (6,), (4,)))
-    got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
-    assert np.array_equal(got, expected)
+    for d_chunks in ((3, 0, 5), (8, 0)):
+        x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).rechunk(((1,), (2,), d_chunks, (6,), (4,)))
+        assert 0 in x.chunks[2]
+        got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
+        assert np.array_equal(got, expected)
+        got = dask_forward(x, (9, 5, 7)).compute(scheduler="sync")
+        assert np.array_equal(got, tb.upsample_trilinear3d(g, (9, 5, 7)))
 
 
 # --------------------------------------------------------------------------
@@ -301,6 +274,24 @@ def test_argument_errors_are_raised_at_graph_construction():
         assert issubclass(err, tb.AclnnError)
 
 
+def test_forward_argument_errors_are_raised_at_graph_construction():
+    x = da.zeros((2, 3, 4, 4, 4), dtype="float32", chunks=(1, 3, 2, 4, 4))
+    with pytest.raises(tb.NullArgumentError):
+        dask_forward(None, (8, 8, 8))
+    with pytest.raises(tb.InvalidArgumentError, match="dask.array.Array"):
+        dask_forward(np.zeros((2, 3, 4, 4, 4), np.float32), (8, 8, 8))
+    with pytest.raises(tb.InvalidArgumentError, match=r"outputSize\[1\] \(H\) must be > 0"):
+        dask_forward(x, (8, 0, 8))
+    with pytest.raises(tb.InvalidArgumentError, match="self C must be > 0"):
+        dask_forward(da.zeros((2, 0, 4, 4, 4), dtype="float32"), (8, 8, 8))
+    with pytest.raises(tb.InvalidArgumentError, match="scalesW"):
+        dask_forward(x, (8, 8, 8), scales=(2.0, 2.0, 3.0))
+    with pytest.raises(tb.InvalidArgumentError, match="5-D"):
+        dask_forward(x[0], (8, 8, 8))
+    # output_size from the scales, as F.interpolate's scale_factor.
+    assert dask_forward(x, scales=(2.0, 1.5, 2.0)).shape == (2, 3, 8, 6, 8)
+
+
 def test_size_limits_apply_per_block_not_per_batch():
     # N = 2**21 breaks the one-call limit on a dimension (2**20); in blocks of
     # 2**20 each call is within it, so the graph builds.  Nothing is computed.
@@ -315,6 +306,7 @@ def test_size_limits_apply_per_block_not_per_batch():
 
 def test_reachable_as_a_lazy_attribute_of_the_package():
     assert tb.dask.upsample_trilinear3d_backward is dask_backward
+    assert tb.dask.upsample_trilinear3d is dask_forward
 
 
 # --------------------------------------------------------------------------
@@ -329,7 +321,7 @@ def test_local_cluster_matches_the_local_schedulers():
     nc = dask_backward(da.from_array(g, chunks=(1, 2, 16, 12, 10)), (8, 6, 5))
     sp = dask_backward(da.from_array(g, chunks=(2, 1, 5, 6, 4)), (8, 6, 5))
     expected_nc = tb.upsample_trilinear3d_backward(g, (8, 6, 5))
-    expected_sp = sp.compute(scheduler="sync")
+    expected_sp = expected_nc      # spatial chunks give the one call's bits too
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None, memory_limit="1GiB") as cluster, \
             distributed.Client(cluster) as client:

@@ -88,6 +88,11 @@ class Arguments:
         repeatable executor checks its new arrays under the same ones.
     op : {"backward", "forward"}
         The operator.
+    window : tuple or None
+        For a block of a larger call (:func:`window_arguments`): per spatial
+        axis ``(t0, t1, s0)``, the block's targets ``t0:t1`` of the whole
+        axis and the first source point its source block holds; the sizes
+        above are then the whole call's.
     """
 
     grad_out: np.ndarray
@@ -99,6 +104,7 @@ class Arguments:
     tensors: tuple = ()
     rules: str = PYTORCH_RULES
     op: str = BACKWARD
+    window: tuple = None
 
     @property
     def names(self):
@@ -744,6 +750,48 @@ def validate_forward(x, output_size, align_corners, scales_d, scales_h, scales_w
         _check_overlap(x, out, ARRAY_NAMES[FORWARD])
     return Arguments(x, out, output_size, input_size, align_corners, scales, tensors, rules,
                      FORWARD)
+
+
+def window_arguments(whole, source, window, target=None):
+    """The arguments of one block of the call ``whole``, for the kernel's windowed entry.
+
+    ``trilinear_bwd.dask`` validates the whole call once, at graph
+    construction; each task then computes one block of the result, the
+    targets ``t0:t1`` on each spatial axis, from the block of the source that
+    they read, starting at source point ``s0`` (``_tables.source_range``).
+
+    Parameters
+    ----------
+    whole : Arguments
+        The whole call, validated (its arrays may be stand-ins).
+    source : ndarray
+        The source block: ``(n, c)`` plus, per axis, the extent of
+        ``_tables.source_range`` for its targets.
+    window : sequence of 3 tuple
+        ``(t0, t1, s0)`` per spatial axis.
+    target : ndarray, optional
+        The block of the result (shape ``(n, c)`` plus ``t1 - t0`` per axis);
+        None leaves it to the caller to allocate.
+
+    Returns
+    -------
+    Arguments
+    """
+    window = tuple(tuple(int(v) for v in w) for w in window)
+    read, written = whole.names
+    source = as_array(source, read)
+    n, c = source.shape[:2]
+    shape = (n, c) + tuple(t1 - t0 for t0, t1, _ in window)
+    if source.dtype != whole.grad_out.dtype or (target is not None and (
+            target.shape != shape or target.dtype != source.dtype)):
+        raise invalid(f"a block of {read} or {written} does not match its window {window}")
+    _check_limits(source.shape, shape, whole.op)
+    _check_strides(source, read)
+    if target is not None:
+        _check_strides(target, written)
+        _check_overlap(source, target, whole.names)
+    return Arguments(source, target, whole.output_size, (n, c) + whole.input_size[2:],
+                     whole.align_corners, whole.scales, (), whole.rules, whole.op, window)
 
 
 def cann_scales(scales, align_corners):

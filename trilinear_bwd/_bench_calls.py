@@ -7,8 +7,8 @@ equivalent, in interleaved rounds in one process (each round runs every
 contender in turn, a batch of calls each; the median per-call time over the
 rounds is reported).  Calls repeat one geometry, as a training loop does, so
 caches and this library's pools are warm: that is what the table measures.
-The targets of issue 13 are checked against the ratios and reported, never
-asserted (timing is not a test).
+The targets of issues 13 and 15 are checked against the ratios and
+reported, never asserted (timing is not a test).
 """
 
 import sys
@@ -169,12 +169,90 @@ def measure_calls(rounds=15, num_threads=None):
     row("enable() + PyTorch autograd", shape_out, t["autograd_ours"], t["autograd_torch"],
         ">= 3x faster than PyTorch's autograd", t["autograd_torch"] >= 3 * t["autograd_ours"],
         t["autograd_torch"] / t["autograd_ours"])
+    rows.extend(measure_layer(max(5, rounds // 2)))
+    return rows
+
+
+def _pytorch_forward(torch):
+    """PyTorch's own CPU forward as its functional form runs it (allocate, compute).
+
+    Through the ``out=`` overload, which ``trilinear_bwd.torch`` leaves
+    alone, with the result in the layout PyTorch's functional form picks.
+    """
+    overload = torch.ops.aten.upsample_trilinear3d.out
+
+    def call(x, size):
+        fmt = (torch.channels_last_3d if x.is_contiguous(memory_format=torch.channels_last_3d)
+               and not x.is_contiguous() else torch.contiguous_format)
+        out = torch.empty(tuple(x.shape[:2]) + tuple(size), dtype=x.dtype, memory_format=fmt)
+        return overload(x, size, False, None, None, None, out=out)
+    return call
+
+
+def measure_layer(rounds=8):
+    """The forward, and the whole layer (forward + backward) beside PyTorch's; row dicts.
+
+    The unet-x2 case, (2, 32, 32, 32, 32) -> 64^3 float32: the one call
+    with its fresh result against PyTorch's forward, in NCDHW and
+    channels-last; then one autograd step (``F.interpolate`` and
+    ``torch.autograd.grad``) through :func:`trilinear_bwd.torch.enable`
+    against the same step with PyTorch's kernels.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    import trilinear_bwd as tb
+    import trilinear_bwd.torch as tbt
+
+    rows = []
+    forward = _pytorch_forward(torch)
+    shape, size = (2, 32, 32, 32, 32), (64, 64, 64)
+    for layout, target in (("NCDHW", 8.0), ("NDHWC", 2.0)):
+        x = torch.rand(shape)
+        if layout == "NDHWC":
+            x = x.contiguous(memory_format=torch.channels_last_3d)
+        t = _interleaved({
+            "ours": lambda x=x: tb.upsample_trilinear3d(x, size),
+            "torch": lambda x=x: forward(x, size),
+        }, rounds)
+        rows.append({"call": f"forward one call (fresh result), {layout}", "shape": shape,
+                     "ours_us": t["ours"] * 1e6, "torch_us": t["torch"] * 1e6,
+                     "ratio": t["torch"] / t["ours"],
+                     "target": f">= {target:g}x faster than PyTorch's forward",
+                     "holds": t["torch"] >= target * t["ours"]})
+    for layout, target in (("NCDHW", 6.0), ("NDHWC", None)):
+        x = torch.rand(shape)
+        if layout == "NDHWC":
+            x = x.contiguous(memory_format=torch.channels_last_3d)
+        x.requires_grad_()
+        g = torch.rand((2, 32) + size)
+        was = tbt.is_enabled()
+
+        def step(x=x, g=g):
+            y = F.interpolate(x, size=size, mode="trilinear")
+            return torch.autograd.grad(y, x, g)
+
+        def step_ours():
+            tbt.enable()
+            try:
+                step()
+            finally:
+                if not was:
+                    tbt.disable()
+
+        t = _interleaved({"ours": step_ours, "torch": step}, rounds)
+        rows.append({"call": f"layer: forward + backward, enable() + autograd, {layout}",
+                     "shape": shape, "ours_us": t["ours"] * 1e6,
+                     "torch_us": t["torch"] * 1e6, "ratio": t["torch"] / t["ours"],
+                     "target": (f">= {target:g}x faster than PyTorch's" if target
+                                else "(no target)"),
+                     "holds": True if target is None else t["torch"] >= target * t["ours"]})
     return rows
 
 
 def format_calls(rows):
     """The rows of :func:`measure_calls` as a Markdown table."""
-    lines = ["| call | grad_out shape | ours (us) | PyTorch or reference (us) | ratio | "
+    lines = ["| call | shape read (grad_out, or x) | ours (us) | PyTorch or reference (us) | ratio | "
              "target | holds |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         theirs = "" if r["torch_us"] is None else f"{r['torch_us']:.1f}"

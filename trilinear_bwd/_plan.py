@@ -215,15 +215,15 @@ def make_plan(args, n_threads):
                                                                or v % 8 == 0)
 
     # The kernel computes the target array (gradInput; the forward's out)
-    # from the source (gradOut; self): only the tables say which operator.
-    # Their n_in / n_out are the upsampled volume's input and output sizes.
-    forward = args.op == "forward"
+    # from the source (gradOut; self): only the tables say which operator,
+    # and, for a block of a larger call, which window of the whole axis.
+    windows = args.window or (None, None, None)
     tables = [
-        axis_table(*((o, i) if forward else (i, o)), args.align_corners, s, acc,
-                   sentinel=sentinel, forward=forward)
-        for i, o, s, sentinel in zip(
-            (id_, ih, iw), (od, oh, ow), args.scales, (None, None, None if v > 1 else length)
-        )
+        axis_table(n_in, n_out, args.align_corners, s, acc, sentinel=sentinel,
+                   forward=args.op == "forward", window=window)
+        for n_in, n_out, s, sentinel, window in zip(
+            args.input_size[2:], args.output_size, args.scales,
+            (None, None, None if v > 1 else length), windows)
     ]
     # Each acc_h row keeps the zero sentinel of the padded W table and 16
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
@@ -288,8 +288,9 @@ def planned(args, n_threads, kernel_module):
         The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
     """
     go, gi = args.grad_out, args.grad_input
-    key = (args.op, go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.output_size,
-           args.align_corners, args.scales, n_threads, kernel_module)
+    key = (args.op, go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.input_size,
+           args.output_size, args.align_corners, args.scales, args.window, n_threads,
+           kernel_module)
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None:

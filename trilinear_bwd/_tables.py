@@ -131,7 +131,8 @@ def _pytorch_point(n_in, n_out, align_corners, scale, opmath, j):
     return i0, i1, float(lam0), float(lam1)
 
 
-def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=False):
+def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=False,
+               window=None):
     """Return one axis of the backward (or the forward) in gather (CSR) form (cached, read-only).
 
     The kernel computes each *target* point from *source* points: target
@@ -159,19 +160,27 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
     forward : bool, default False
         The forward's table (targets are output points) instead of the
         backward's.
+    window : tuple of 3 int, optional
+        ``(t0, t1, s0)``: only targets ``t0 <= i < t1`` of the whole axis,
+        numbered from ``t0``, each with all of its terms (the whole axis's
+        weights, in the same order), their sources numbered from ``s0`` --
+        the table of a block of the result computed from the window of the
+        source it reads (:func:`source_range`); what ``trilinear_bwd.dask``
+        runs each chunk with.  The block's values are then bitwise those of
+        the whole call.
 
     Returns
     -------
     dict
-        ``ptr`` (int64, targets + 1), ``src`` (int64, 2 * n_out) and ``weight``
-        (``dtype``, 2 * n_out), and the padded table (``width`` terms per
+        ``ptr`` (int64, targets + 1), ``src`` (int64, one per term: 2 * n_out,
+        fewer in a window) and ``weight`` (``dtype``, likewise), and the padded table (``width`` terms per
         point; 0 without a sentinel, or past ``PADDED_LIMIT``) the W pass reads.  The
         arrays are read-only; for axes of up to ``CACHED_POINTS`` points they
         are shared between calls with the same arguments, so that planning a
         call in a training loop costs microseconds, not milliseconds.
     """
     args = (int(n_in), int(n_out), bool(align_corners), float(scale), np.dtype(dtype).str,
-            sentinel, bool(forward))
+            sentinel, bool(forward), None if window is None else tuple(map(int, window)))
     if n_in + n_out <= CACHED_POINTS:
         return _cached_axis_table(*args)
     return _axis_table(*args)
@@ -193,16 +202,41 @@ PADDED_LIMIT = 16
 CACHED_POINTS = 4096
 
 
-def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=False):
+def _terms(n_in, n_out, align_corners, scale, dtype, forward):
+    """Every term of one axis: ``(target, source, weight, n_targets)``, by output point."""
     x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale, np.dtype(dtype).type)
     points = np.stack([x0, x1], axis=1).ravel()
     outputs = np.repeat(np.arange(n_out, dtype=np.int64), 2)
     weight = np.stack([l0, l1], axis=1).ravel()
-    # Below, "n_targets" points are computed, each from terms of the source.
     if forward:
-        target, source, n_targets = outputs, points, n_out
-    else:
-        target, source, n_targets = points, outputs, n_in
+        return outputs, points, weight, n_out
+    return points, outputs, weight, n_in
+
+
+def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop):
+    """``(s0, s1)``: the source points that targets ``start:stop`` of one axis read.
+
+    Parameters are those of :func:`axis_table`; ``dtype`` matters because
+    which point a weight falls on follows PyTorch's rounding in the
+    accumulation type (:func:`pytorch_zero_pattern`).  Every target has at
+    least one term, so the range is never empty.
+    """
+    target, source, _, _ = _terms(n_in, n_out, align_corners, scale, dtype, forward)
+    used = source[(target >= start) & (target < stop)]
+    return int(used.min()), int(used.max()) + 1
+
+
+def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=False,
+                window=None):
+    # Below, "n_targets" points are computed, each from terms of the source.
+    target, source, weight, n_targets = _terms(n_in, n_out, align_corners, scale, dtype,
+                                               forward)
+    if window is not None:
+        t0, t1, s0 = window
+        keep = (target >= t0) & (target < t1)
+        target, source, weight = target[keep] - t0, source[keep] - s0, weight[keep]
+        n_targets = t1 - t0
+    n_terms = target.size
     order = np.argsort(target, kind="stable")
     counts = np.bincount(target, minlength=n_targets)
     ptr = np.zeros(n_targets + 1, dtype=np.int64)
@@ -212,13 +246,13 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=Fals
     width = int(counts.max()) if n_targets else 0
     table = {"ptr": ptr, "src": src, "weight": weight}
     blocks = -(-n_targets // 8)
-    if sentinel is None or blocks * 8 * width > PADDED_LIMIT * (2 * n_out + blocks * 8):
+    if sentinel is None or blocks * 8 * width > PADDED_LIMIT * (n_terms + blocks * 8):
         width = 0
     padded_src = np.full((blocks * 8, width), sentinel or 0, dtype=np.int32)
     padded_weight = np.zeros((blocks * 8, width), dtype=dtype)
     real = np.zeros((blocks * 8, width), dtype=bool)
     if width:
-        slot = np.arange(2 * n_out) - np.repeat(ptr[:-1], counts)
+        slot = np.arange(n_terms) - np.repeat(ptr[:-1], counts)
         padded_src[target[order], slot] = src
         padded_weight[target[order], slot] = weight
         real[target[order], slot] = True

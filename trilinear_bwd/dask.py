@@ -1,24 +1,21 @@
-"""The backward on Dask arrays: lazily, on Dask's own schedulers and clusters.
+"""The backward and the forward on Dask arrays: lazily, on Dask's own schedulers and clusters.
 
 ``trilinear_bwd.dask.upsample_trilinear3d_backward`` takes a
 ``dask.array.Array`` of ``grad_out`` and returns a ``dask.array.Array`` of
-``grad_input``, without computing anything.  Dask is an optional dependency
-(``pip install trilinear_bwd[dask]``) that only this module imports.
+``grad_input``; ``trilinear_bwd.dask.upsample_trilinear3d`` does the same for
+the forward (``x`` to the upsampled volume).  Nothing is computed until the
+result is.  Dask is an optional dependency (``pip install
+trilinear_bwd[dask]``) that only this module imports.
 
-Two kinds of chunking, two kinds of task:
-
-- **N and C chunks** (one chunk spanning each of D, H and W): every block is
-  an independent problem, run by the compiled kernel with its own workspace.
-  The result is bitwise equal to the single-machine call.
-- **D, H or W chunks**: every grad_out block contributes to a known box of
-  input points (per axis ``[x0[first], x1[last]]`` of the block's output
-  range, from the same float64 tables as the kernel).  A task computes that
-  *partial* with a NumPy routine doing the kernel's arithmetic restricted to
-  the block; a second task per result block adds the partials that overlap
-  it in a fixed order (chunk-index order), then rounds once to the storage
-  type.  For a given chunking the result is the same on every scheduler and
-  every run, and equal to the single-machine result within float rounding
-  (bitwise away from chunk boundaries).
+Every block of the result is one call of the compiled kernel, whatever the
+chunking: a task computes result block ``r`` -- a range of target points on
+each axis -- from the *window* of the source array that those points read
+(per axis, the source points of their terms: ``_tables.source_range``),
+assembled from the source chunks that overlap it.  The kernel's windowed
+entry (``_arguments.window_arguments``) runs the whole call's per-axis tables
+restricted to the block, with the whole axis's weights, so each result
+element is the same sum, in the same order, as in the in-memory call: the
+result is bitwise equal to it, for any chunking, on every scheduler.
 
 See ``docs/dask.md`` for when to use it and how to chunk.
 """
@@ -36,19 +33,25 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from ._api import upsample_trilinear3d_backward as _kernel_call
+from ._api import _size_from_scales
+from ._executor import run_once
 from ._status import NullArgumentError
-from ._tables import axis_coefficients
+from ._tables import source_range
 from ._arguments import (
+    _check_limits,
     _int_list,
+    as_sequence,
     element_name,
     invalid,
+    is_misaligned,
     one_call_sizes,
     resolve_num_threads,
     validate,
+    validate_forward,
+    window_arguments,
 )
 
-__all__ = ["upsample_trilinear3d_backward"]
+__all__ = ["upsample_trilinear3d", "upsample_trilinear3d_backward"]
 
 
 def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
@@ -80,32 +83,30 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
         one, gives one OpenMP thread per Dask thread, so a worker never runs
         more threads than it was given.  Raise it when a worker has several
         cores but runs fewer tasks at once than that (few, large blocks);
-        None follows the worker's ``OMP_NUM_THREADS``.  Blocks chunked along
-        D, H or W are computed with NumPy, single-threaded, whatever this is.
+        None follows the worker's ``OMP_NUM_THREADS``.
 
     Returns
     -------
     dask.array.Array, shape (N, C, iD, iH, iW)
         Of ``grad_out``'s dtype, chunked like ``grad_out`` along N and C.
-        Along an axis that ``grad_out`` splits, result chunk ``r`` starts at
-        the first input point that grad_out chunk ``r`` contributes to
-        (chunks that would be empty are merged), so chunk counts match or
-        shrink; an unsplit axis is one chunk.
+        Along a spatial axis that ``grad_out`` splits into k chunks, the
+        result has at most k: its boundaries are grad_out's, scaled to the
+        input size and rounded (boundaries that coincide are merged); an
+        unsplit axis is one chunk.
 
     Raises
     ------
     AclnnError
         At graph construction, with ``.status`` 161001 or 161002, for any
         argument that breaks the operator contract, as the in-memory call
-        would (the size limits of one kernel call apply to each N/C block).
+        would (the size limits of one kernel call apply to each block).
         161002 also if ``grad_out`` is not a Dask array.
 
     Notes
     -----
-    With D, H and W each in one chunk, every block runs the compiled kernel
-    and the result is bitwise equal to the in-memory call on the whole array.
-    Otherwise each element is within float rounding of it, identical on every
-    scheduler and run for the same chunks; see ``docs/dask.md``.
+    Every block is one kernel call on a window of ``grad_out`` (see the
+    module's notes), so the result is bitwise equal to the in-memory call
+    on the whole array, for every chunking and scheduler.
 
     Examples
     --------
@@ -117,14 +118,61 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     >>> float(gi.sum().compute())
     4096.0
     """
-    grad_out, input_size, output_size, scales = _check_arguments(
-        grad_out, input_size, output_size, align_corners, scales, num_threads)
-    align_corners = bool(align_corners)
-    token = tokenize(grad_out.name, input_size, output_size, align_corners, scales, num_threads)
-    if all(len(grad_out.chunks[k]) == 1 for k in (2, 3, 4)):
-        return _nc_blocks(grad_out, input_size, output_size, align_corners, scales,
-                          num_threads, token)
-    return _spatial_blocks(grad_out, input_size, align_corners, scales, token)
+    grad_out, whole = _check_arguments(grad_out, input_size, output_size, align_corners,
+                                       scales, num_threads)
+    token = tokenize(grad_out.name, whole.input_size, whole.output_size, whole.align_corners,
+                     whole.scales, num_threads)
+    return _windowed(grad_out, whole, num_threads,
+                     f"upsample_trilinear3d_backward-{token}")
+
+
+def upsample_trilinear3d(x, output_size=None, *, align_corners=False, scales=(0.0, 0.0, 0.0),
+                         num_threads=1):
+    """Trilinear 3-D upsampling (the forward) of a Dask array, lazily.
+
+    The same operator as :func:`trilinear_bwd.upsample_trilinear3d`, built as
+    a Dask graph: each output block is one kernel call on the window of
+    ``x`` that it reads, so the result is bitwise equal to the in-memory
+    call, for every chunking and scheduler.
+
+    Parameters
+    ----------
+    x : dask.array.Array, shape (N, C, iD, iH, iW)
+        float32, float64, float16 or bfloat16, with any chunks; C, iD, iH
+        and iW > 0.
+    output_size : sequence of 3 int, optional
+        ``(oD, oH, oW)``; None: ``floor(x.shape[k + 2] * scales[k])``, which
+        needs all three scales > 0.
+    align_corners : bool, default False
+    scales : sequence of 3 float, default (0.0, 0.0, 0.0)
+        The multipliers per axis; <= 0 means "not given".
+    num_threads : int or None, default 1
+        As for :func:`upsample_trilinear3d_backward`.
+
+    Returns
+    -------
+    dask.array.Array, shape (N, C, oD, oH, oW)
+        Of ``x``'s dtype, chunked like ``x`` along N and C; along a split
+        spatial axis, at most as many chunks as ``x`` has, with ``x``'s
+        boundaries scaled to the output size.
+
+    Raises
+    ------
+    AclnnError
+        At graph construction (161001 / 161002), as the in-memory call would.
+
+    Examples
+    --------
+    >>> import dask.array as da, trilinear_bwd.dask as tbd
+    >>> x = da.ones((1, 2, 8, 8, 8), dtype="float32", chunks=(1, 2, 4, 8, 8))
+    >>> y = tbd.upsample_trilinear3d(x, (16, 16, 16))
+    >>> y.chunks[2], float(y.sum().compute())
+    ((8, 8), 8192.0)
+    """
+    x, whole = _check_forward_arguments(x, output_size, align_corners, scales, num_threads)
+    token = tokenize(x.name, whole.input_size, whole.output_size, whole.align_corners,
+                     whole.scales, num_threads)
+    return _windowed(x, whole, num_threads, f"upsample_trilinear3d-{token}")
 
 
 # --------------------------------------------------------------------------
@@ -173,12 +221,44 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
     stand_in = np.broadcast_to(np.zeros((), dtype=grad_out.dtype), (0, 0) + spatial)
     args = validate(stand_in, output_size, (0, 0) + input_size[2:], align_corners, *scales,
                     None, allocate=True, input_first=first)
-    if all(len(grad_out.chunks[k]) == 1 for k in (2, 3, 4)):
-        biggest = (max(grad_out.chunks[0]), max(grad_out.chunks[1]))
-        block = np.broadcast_to(np.zeros((), dtype=grad_out.dtype), biggest + spatial)
-        validate(block, output_size, biggest + input_size[2:], align_corners, *scales,
-                 None, allocate=True, input_first=first)
-    return grad_out, input_size, args.output_size, args.scales
+    return grad_out, args
+
+
+def _without_empty_chunks(arr):
+    """``arr`` rechunked without empty spatial chunks (they read and write nothing)."""
+    if any(0 in arr.chunks[k] and arr.shape[k] for k in (2, 3, 4)):
+        arr = arr.rechunk(arr.chunks[:2] + tuple(
+            tuple(c for c in arr.chunks[k] if c) or arr.chunks[k] for k in (2, 3, 4)))
+    return arr
+
+
+def _check_forward_arguments(x, output_size, align_corners, scales, num_threads):
+    """The forward's checks at graph construction; ``(x, whole)`` as for the backward."""
+    if x is None:
+        raise NullArgumentError("self must not be None")
+    if not isinstance(x, da.Array):
+        raise invalid(
+            f"self must be a dask.array.Array, got {type(x).__name__} (use "
+            "trilinear_bwd.upsample_trilinear3d for in-memory arrays, or wrap "
+            "it with dask.array.from_array)"
+        )
+    if x.ndim != 5:
+        raise invalid(f"self must be 5-D (N, C, D, H, W), got {x.ndim}-D")
+    if any(np.isnan(n) for n in x.shape):
+        raise invalid("self must have known chunk sizes, got unknown (NaN) sizes; "
+                      "call compute_chunk_sizes() first")
+    x = _without_empty_chunks(x)
+    resolve_num_threads(num_threads)
+    scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
+    if len(scales) != 3:
+        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
+    if output_size is None:
+        output_size = _size_from_scales(x.shape, scales)
+    # N = 0 keeps the stand-in empty; C is checked as given (it must be > 0).
+    stand_in = np.broadcast_to(np.zeros((), dtype=x.dtype), (0,) + tuple(x.shape[1:]))
+    args = validate_forward(stand_in, output_size, align_corners, *scales, None,
+                            allocate=True)
+    return x, args
 
 
 def _acc_dtype(dtype):
@@ -186,226 +266,100 @@ def _acc_dtype(dtype):
 
 
 # --------------------------------------------------------------------------
-# N and C chunks: one kernel call per block
+# Every block one kernel call, on the window of the source it reads
 
 
-def _kernel_block(block, input_spatial, output_size, align_corners, scales, num_threads):
-    # dask.distributed can hand a task a block deserialised at any byte
-    # offset of a network frame; the one call copies such a block (it needs
-    # element alignment).
-    return _kernel_call(np.asarray(block), input_spatial, output_size=output_size,
-                        align_corners=align_corners, scales=scales, num_threads=num_threads)
-
-
-def _nc_blocks(grad_out, input_size, output_size, align_corners, scales, num_threads, token):
-    spatial = input_size[2:]
-    return grad_out.map_blocks(
-        _kernel_block, spatial, output_size, align_corners, scales, num_threads,
-        chunks=grad_out.chunks[:2] + tuple((n,) for n in spatial),
-        dtype=grad_out.dtype,
-        meta=np.empty((0,) * 5, dtype=grad_out.dtype),
-        name=f"upsample_trilinear3d_backward-{token}",
-    )
-
-
-# --------------------------------------------------------------------------
-# D, H and W chunks: partials per grad_out block, then a fixed-order sum
-
-
-class _Axis:
-    """How one spatial axis is split: grad_out chunks, their input ranges, result chunks.
+class _WindowAxis:
+    """How one spatial axis is split: result chunks, and the source window of each.
 
     Attributes
     ----------
-    n_in, n_out : int
-    scale : float
     bounds : list of int
-        grad_out chunk ``q`` covers output points ``bounds[q]:bounds[q+1]``.
-    lo, hi : list of int
-        ... and contributes to input points ``lo[q]..hi[q]`` (inclusive).
-    result_bounds : list of int
-        Result chunk ``r`` holds input points ``result_bounds[r]:result_bounds[r+1]``.
-    sources : list of list of int
-        The grad_out chunks whose range meets result chunk ``r``, increasing.
+        Result chunk ``r`` holds target points ``bounds[r]:bounds[r+1]``.
+    windows : list of tuple
+        ``(t0, t1, s0)`` per result chunk (the kernel's window).
+    parts : list of list of tuple
+        Per result chunk, ``(q, dst, src)`` for each source chunk ``q`` that
+        overlaps its window: ``source_chunk_q[src]`` fills ``window[dst]``.
+    extents : list of int
+        The window's length per result chunk.
     """
 
-    def __init__(self, n_in, n_out, align_corners, scale, chunks):
-        self.n_in, self.n_out, self.scale = n_in, n_out, scale
-        self.bounds = [0]
+    def __init__(self, n_in, n_out, align_corners, scale, acc, forward, chunks):
+        n_src, n_tgt = (n_in, n_out) if forward else (n_out, n_in)
+        src_bounds = [0]
         for c in chunks:
-            self.bounds.append(self.bounds[-1] + c)
-        # The points of float32 and float64 data can differ by one where
-        # PyTorch's rounding decides (_tables.pytorch_zero_pattern): cover both.
-        pairs = [axis_coefficients(n_in, n_out, align_corners, scale, t)[:2]
-                 for t in (np.float32, np.float64)]
-        x0 = np.minimum(pairs[0][0], pairs[1][0])
-        x1 = np.maximum(pairs[0][1], pairs[1][1])
-        # x0 and x1 never decrease along the axis, so a run of output points
-        # touches exactly the input points between its first x0 and last x1.
-        self.lo = [int(x0[b]) for b in self.bounds[:-1]]
-        self.hi = [int(x1[b - 1]) for b in self.bounds[1:]]
-        cuts = sorted({0, n_in, *self.lo[1:]})
-        self.result_bounds = cuts
-        self.sources = [
-            [q for q in range(len(chunks)) if self.lo[q] < stop and self.hi[q] >= start]
-            for start, stop in zip(cuts[:-1], cuts[1:])
-        ]
+            src_bounds.append(src_bounds[-1] + c)
+        # The source's chunk boundaries, scaled to the target axis: a result
+        # chunk reads about one source chunk (plus a point or two of its
+        # neighbours), and there are never more result chunks than source ones.
+        cuts = {0, n_tgt}
+        cuts.update(min(n_tgt, round(b * n_tgt / n_src)) for b in src_bounds[1:-1])
+        self.bounds = sorted(cuts)
+        self.windows, self.parts, self.extents = [], [], []
+        for t0, t1 in zip(self.bounds[:-1], self.bounds[1:]):
+            s0, s1 = source_range(n_in, n_out, align_corners, scale, acc, forward, t0, t1)
+            self.windows.append((t0, t1, s0))
+            self.extents.append(s1 - s0)
+            parts = []
+            for q, (a, b) in enumerate(zip(src_bounds[:-1], src_bounds[1:])):
+                lo, hi = max(a, s0), min(b, s1)
+                if lo < hi:
+                    parts.append((q, slice(lo - s0, hi - s0), slice(lo - a, hi - a)))
+            self.parts.append(parts)
 
     @property
-    def part_chunks(self):
-        return tuple(h - l + 1 for l, h in zip(self.lo, self.hi))
-
-    @property
-    def result_chunks(self):
-        return tuple(b - a for a, b in zip(self.result_bounds[:-1], self.result_bounds[1:]))
+    def chunks(self):
+        """The result's chunks along the axis."""
+        return tuple(b - a for a, b in zip(self.bounds[:-1], self.bounds[1:]))
 
 
-def _axis_terms(n_in, n_out, align_corners, scale, start, stop, acc):
-    """The backward of one axis restricted to output points ``start:stop``.
-
-    Returns ``lo`` (the first input point touched), ``counts`` (terms per
-    input point ``lo + i``), and ``src``, ``weight`` of shape
-    ``(max count, len(counts))``: slot ``k`` of point ``i`` is its ``k``-th
-    term, in the kernel's order (increasing source point, the ``l0`` term
-    before the ``l1`` term of one point), weights rounded from float64 to
-    ``acc`` as the kernel's tables are.  Zero weights are kept, as in the kernel.
-    """
-    x0, x1, l0, l1 = (a[start:stop] for a in axis_coefficients(n_in, n_out, align_corners,
-                                                                  scale, acc))
-    lo = int(x0[0])
-    length = int(x1[-1]) - lo + 1
-    target = np.stack([x0, x1], axis=1).ravel() - lo
-    source = np.repeat(np.arange(stop - start, dtype=np.int64), 2)
-    weight = np.stack([l0, l1], axis=1).ravel()
-    order = np.argsort(target, kind="stable")
-    counts = np.bincount(target, minlength=length)
-    first = np.zeros(length, dtype=np.int64)
-    np.cumsum(counts[:-1], out=first[1:])
-    slot = np.arange(target.size) - np.repeat(first, counts)
-    width = int(counts.max())
-    src = np.zeros((width, length), dtype=np.int64)
-    w = np.zeros((width, length), dtype=acc)
-    src[slot, target[order]] = source[order]
-    w[slot, target[order]] = weight[order].astype(acc)
-    return lo, counts, src, w
-
-
-def _as_slice(idx):
-    # Index arrays that step evenly (the usual case: integer factors, and the
-    # run of points that have a k-th term) become slices, so that NumPy reads
-    # and updates views instead of gathering and scattering copies.
-    if idx.size == 1:
-        return slice(int(idx[0]), int(idx[0]) + 1)
-    step = int(idx[1] - idx[0])
-    if step > 0 and np.all(np.diff(idx) == step):
-        return slice(int(idx[0]), int(idx[-1]) + 1, step)
-    return idx
-
-
-def _axis_pass(x, axis, counts, src, w):
-    # out[i] = ((0 + w0*x[s0]) + w1*x[s1]) + ... along ``axis``: the kernel's
-    # per-element arithmetic, so a block spanning the whole volume gives the
-    # kernel's bits.  Slot k only touches the points that have a k-th term.
-    shape = list(x.shape)
-    shape[axis] = counts.size
-    out = np.zeros(shape, dtype=x.dtype)
-    lead = (slice(None),) * axis
-    tail = (1,) * (x.ndim - axis - 1)
-    # 0 * Inf = NaN is the intended result (zero weights are kept), and the
-    # kernel does not warn about it; neither does this.
-    scratch = np.empty(shape, dtype=x.dtype)  # reused: fresh temporaries cost page faults
-    with np.errstate(invalid="ignore", over="ignore"):
-        for k in range(src.shape[0]):
-            rows = np.flatnonzero(counts > k)
-            target = lead + (_as_slice(rows),)
-            weight = w[k, rows].reshape((-1,) + tail)
-            source = x[lead + (_as_slice(src[k, rows]),)]
-            if isinstance(target[-1], slice):
-                term = np.multiply(source, weight, out=scratch[target])
-                out[target] += term
-            else:
-                out[target] = out[target] + source * weight
+def _window_block(blocks, placements, window_shape, whole, window, num_threads):
+    """One result block: its source window assembled from ``blocks``, then one kernel call."""
+    blocks = [np.asarray(b) for b in blocks]
+    first = blocks[0]
+    if len(blocks) == 1 and first.shape == window_shape and not is_misaligned(first):
+        source = first
+    else:
+        # Several chunks (or a misaligned one, as dask.distributed can hand
+        # a task): one contiguous window.
+        source = np.empty(window_shape, dtype=first.dtype)
+        for block, (dst, src) in zip(blocks, placements):
+            source[dst] = block[src]
+    out = np.empty(window_shape[:2] + tuple(t1 - t0 for t0, t1, _ in window),
+                   dtype=source.dtype)
+    run_once(window_arguments(whole, source, window, out), num_threads)
     return out
 
 
-def _partial_block(block, align_corners, axes, block_id=None):
-    """The contribution of one grad_out block, in the accumulation type.
-
-    ``axes`` holds ``(n_in, n_out, scale, bounds)`` per spatial axis; the
-    block is chunk ``block_id[2 + k]`` along axis ``k``.  Passes run D, then
-    H, then W, as in the kernel.
-    """
-    acc = _acc_dtype(block.dtype)
-    x = np.asarray(block).astype(acc, copy=False)
-    for k, (n_in, n_out, scale, bounds) in enumerate(axes):
-        q = block_id[2 + k]
-        _, counts, src, w = _axis_terms(n_in, n_out, align_corners, scale,
-                                        bounds[q], bounds[q + 1], acc)
-        x = _axis_pass(x, 2 + k, counts, src, w)
-    return x
-
-
-def _sum_partials(parts, placements, shape, dtype):
-    """Add ``parts`` into a zero block in the order given, then round once.
-
-    ``placements[i]`` is ``(dst, src)``: ``parts[i][src]`` lands on ``dst``.
-    The order is the caller's (increasing chunk index), never the
-    scheduler's, so every run gives the same bits.
-    """
-    out = np.zeros(shape, dtype=_acc_dtype(dtype))
-    with np.errstate(invalid="ignore", over="ignore"):
-        for part, (dst, src) in zip(parts, placements):
-            out[dst] += part[src]
-    return out.astype(dtype, copy=False)
-
-
-def _spatial_blocks(grad_out, input_size, align_corners, scales, token):
-    dtype = grad_out.dtype
-    acc = _acc_dtype(dtype)
-    axes = [
-        _Axis(input_size[2 + k], grad_out.shape[2 + k], align_corners, scales[k],
-              grad_out.chunks[2 + k])
-        for k in range(3)
-    ]
-    parts = grad_out.map_blocks(
-        _partial_block, align_corners,
-        tuple((a.n_in, a.n_out, a.scale, tuple(a.bounds)) for a in axes),
-        chunks=grad_out.chunks[:2] + tuple(a.part_chunks for a in axes),
-        dtype=acc,
-        meta=np.empty((0,) * 5, dtype=acc),
-        name=f"upsample_trilinear3d_backward-partial-{token}",
-    )
-
-    name = f"upsample_trilinear3d_backward-{token}"
-    n_chunks, c_chunks = grad_out.chunks[:2]
+def _windowed(source, whole, num_threads, name):
+    """The graph: one :func:`_window_block` task per result block."""
+    acc = _acc_dtype(source.dtype)
+    forward = whole.op == "forward"
+    axes = [_WindowAxis(whole.input_size[2 + k], whole.output_size[k], whole.align_corners,
+                        whole.scales[k], acc, forward, source.chunks[2 + k])
+            for k in range(3)]
+    # The size limits of one kernel call, for the largest block, now rather
+    # than in a task.
+    n, c = (max(ch, default=0) for ch in source.chunks[:2])
+    _check_limits((n, c) + tuple(max(a.extents) for a in axes),
+                  (n, c) + tuple(max(a.chunks) for a in axes), whole.op)
+    n_chunks, c_chunks = source.chunks[:2]
     dsk = {}
-    for rd in range(len(axes[0].sources)):
-        for rh in range(len(axes[1].sources)):
-            for rw in range(len(axes[2].sources)):
-                r = (rd, rh, rw)
-                keys, placements = [], []
-                for qd in axes[0].sources[rd]:
-                    for qh in axes[1].sources[rh]:
-                        for qw in axes[2].sources[rw]:
-                            keys.append((qd, qh, qw))
-                            placements.append(_placement(axes, r, (qd, qh, qw)))
-                spatial = tuple(a.result_chunks[i] for a, i in zip(axes, r))
-                for i, n in enumerate(n_chunks):
-                    for j, c in enumerate(c_chunks):
-                        dsk[(name, i, j) + r] = (
-                            _sum_partials, [(parts.name, i, j) + q for q in keys],
-                            placements, (n, c) + spatial, dtype)
-    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[parts])
-    chunks = (n_chunks, c_chunks) + tuple(a.result_chunks for a in axes)
-    return da.Array(graph, name, chunks, meta=np.empty((0,) * 5, dtype=dtype))
-
-
-def _placement(axes, r, q):
-    # Where partial q overlaps result block r: (slices into r, slices into q).
-    dst, src = [slice(None)] * 2, [slice(None)] * 2
-    for a, rk, qk in zip(axes, r, q):
-        start = max(a.result_bounds[rk], a.lo[qk])
-        stop = min(a.result_bounds[rk + 1], a.hi[qk] + 1)
-        dst.append(slice(start - a.result_bounds[rk], stop - a.result_bounds[rk]))
-        src.append(slice(start - a.lo[qk], stop - a.lo[qk]))
-    return tuple(dst), tuple(src)
+    for r in np.ndindex(*(len(a.windows) for a in axes)):
+        window = tuple(a.windows[k] for a, k in zip(axes, r))
+        extents = tuple(a.extents[k] for a, k in zip(axes, r))
+        keys, placements = [], []
+        for combo in np.ndindex(*(len(a.parts[k]) for a, k in zip(axes, r))):
+            pieces = [a.parts[k][m] for a, k, m in zip(axes, r, combo)]
+            keys.append(tuple(p[0] for p in pieces))
+            placements.append(((slice(None),) * 2 + tuple(p[1] for p in pieces),
+                               (slice(None),) * 2 + tuple(p[2] for p in pieces)))
+        for i, nb in enumerate(n_chunks):
+            for j, cb in enumerate(c_chunks):
+                dsk[(name, i, j) + tuple(r)] = (
+                    _window_block, [(source.name, i, j) + q for q in keys], placements,
+                    (nb, cb) + extents, whole, window, num_threads)
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[source])
+    chunks = (n_chunks, c_chunks) + tuple(a.chunks for a in axes)
+    return da.Array(graph, name, chunks, meta=np.empty((0,) * 5, dtype=source.dtype))
