@@ -33,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
+from . import _pool
 from ._api import _size_from_scales
 from ._executor import run_once
 from ._status import NullArgumentError
@@ -323,11 +324,14 @@ def _window_block(blocks, placements, window_shape, whole, window, num_threads):
     else:
         # Several chunks (or a misaligned one, as dask.distributed can hand
         # a task): one contiguous window.
-        source = np.empty(window_shape, dtype=first.dtype)
+        source = _pool.empty(window_shape, first.dtype, False)
         for block, (dst, src) in zip(blocks, placements):
             source[dst] = block[src]
-    out = np.empty(window_shape[:2] + tuple(t1 - t0 for t0, t1, _ in window),
-                   dtype=source.dtype)
+    # From the pool of faulted memory that results give back when they die
+    # (as the one call's results do): a worker computing block after block
+    # then stops paying the page faults of fresh memory.
+    out = _pool.empty(window_shape[:2] + tuple(t1 - t0 for t0, t1, _ in window),
+                      source.dtype, False)
     run_once(window_arguments(whole, source, window, out), num_threads)
     return out
 
