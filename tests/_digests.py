@@ -1,10 +1,12 @@
 """Digests of the kernels' results for a fixed set of cases: the same bits everywhere.
 
-Every case (dtype, layout, align_corners, shape and scales) runs on inputs
-that an integer hash makes, exactly representable in the dtype, so they are
-the same on every machine whatever its NumPy or processor.  The digest of a
-case is the SHA-256 of grad_input's bytes in logical (N, C, D, H, W) order
-(little-endian, as on every platform the wheels are built for).
+Every case (operator, dtype, layout, align_corners, shape and scales) runs on
+inputs that an integer hash makes, exactly representable in the dtype, so
+they are the same on every machine whatever its NumPy or processor.  The
+digest of a case is the SHA-256 of the result's bytes (grad_input, or the
+forward's out) in logical (N, C, D, H, W) order (little-endian, as on every
+platform the wheels are built for).  The forward cases (ids ``fwd-...``)
+upsample the shapes' input sizes to their output sizes.
 
 ``tests/digests.json`` holds the digests computed on x86-64;
 ``tests/test_digests.py`` checks that every kernel variant built here
@@ -51,14 +53,18 @@ def np_dtype(name):
     return np.dtype(name)
 
 
-def case_id(dtype, layout, align_corners, index):
-    return f"{dtype}-{layout}-ac{int(align_corners)}-shape{index}"
+OPS = ["backward", "forward"]
+
+
+def case_id(dtype, layout, align_corners, index, op="backward"):
+    prefix = "fwd-" if op == "forward" else ""
+    return f"{prefix}{dtype}-{layout}-ac{int(align_corners)}-shape{index}"
 
 
 def cases():
-    """Every case as (id, dtype, layout, align_corners, shape index)."""
-    return [(case_id(d, lay, ac, i), d, lay, ac, i)
-            for i in range(len(SHAPES)) for d in DTYPES for lay in LAYOUTS
+    """Every case as (id, dtype, layout, align_corners, shape index, operator)."""
+    return [(case_id(d, lay, ac, i, op), d, lay, ac, i, op)
+            for op in OPS for i in range(len(SHAPES)) for d in DTYPES for lay in LAYOUTS
             for ac in (False, True)]
 
 
@@ -99,25 +105,37 @@ def _empty(shape, dtype, layout):
     return arr
 
 
-def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2):
-    """grad_input of one case, computed by kernel ``variant`` (None: the public API)."""
+def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2, op="backward"):
+    """The result of one case, computed by kernel ``variant`` (None: the public API)."""
     import trilinear_bwd as tb
     from trilinear_bwd import _dispatch
-    from trilinear_bwd._arguments import validate
+    from trilinear_bwd._arguments import validate, validate_forward
     from trilinear_bwd._plan import data_address, make_plan
 
     n, c, ins, outs, scales = SHAPES[index]
     scales = (0.0, 0.0, 0.0) if scales is None else scales
-    g = _laid_out(grad_out_values((n, c) + outs, dtype, seed=1000 * index + 7), layout)
-    out = _empty((n, c) + ins, g.dtype, layout)
+    forward = op == "forward"
+    source_shape, target_shape = ((n, c) + ins, (n, c) + outs) if forward else \
+        ((n, c) + outs, (n, c) + ins)
+    src = _laid_out(grad_out_values(source_shape, dtype, seed=1000 * index + 7), layout)
+    out = _empty(target_shape, src.dtype, layout)
     if variant is None:
-        tb.upsample_trilinear3d_backward(g, ins, output_size=outs, align_corners=align_corners,
-                                         scales=scales, out=out, num_threads=num_threads)
+        if forward:
+            tb.upsample_trilinear3d(src, outs, align_corners, scales, out=out,
+                                    num_threads=num_threads)
+        else:
+            tb.upsample_trilinear3d_backward(src, ins, output_size=outs,
+                                             align_corners=align_corners, scales=scales,
+                                             out=out, num_threads=num_threads)
         return out
-    plan = make_plan(validate(g, outs, (n, c) + ins, align_corners, *scales, out), num_threads)
+    if forward:
+        args = validate_forward(src, outs, align_corners, *scales, out)
+    else:
+        args = validate(src, outs, (n, c) + ins, align_corners, *scales, out)
+    plan = make_plan(args, num_threads)
     ws = tb.alloc_workspace(plan.workspace_size)
     _dispatch.kernel_module(variant).KernelPlan(plan.spec).run(
-        data_address(g), data_address(out), data_address(ws) if ws.size else 0, num_threads)
+        data_address(src), data_address(out), data_address(ws) if ws.size else 0, num_threads)
     return out
 
 
@@ -128,7 +146,8 @@ def digest(arr):
 
 def compute(variant=None):
     """{case id: digest} for every case."""
-    return {cid: digest(run_case(d, lay, ac, i, variant)) for cid, d, lay, ac, i in cases()}
+    return {cid: digest(run_case(d, lay, ac, i, variant, op=op))
+            for cid, d, lay, ac, i, op in cases()}
 
 
 def load_table():
@@ -151,7 +170,7 @@ def main(argv):
         print(json.dumps(first, indent=1))
         return
     table = {
-        "about": "SHA-256 of grad_input (logical NCDHW order) per case; "
+        "about": "SHA-256 of the result (logical NCDHW order) per case; "
                  "made by `python tests/_digests.py --write`, see tests/_digests.py",
         "computed_on": f"{platform.machine()}, variants {variants}, "
                        f"Python {platform.python_version()}, NumPy {np.__version__}",

@@ -9,7 +9,7 @@ multiply-add, a changed summation order, a different half-type rounding.
 import platform
 
 import pytest
-from _digests import DTYPES, LAYOUTS, SHAPES, cases, compute, grad_out_values, load_table
+from _digests import DTYPES, LAYOUTS, OPS, SHAPES, cases, compute, grad_out_values, load_table
 
 from trilinear_bwd import _dispatch
 
@@ -20,7 +20,7 @@ VARIANTS = _dispatch.available_variants()
 def test_table_covers_every_case():
     ids = [c[0] for c in cases()]
     assert sorted(TABLE) == sorted(ids)
-    assert len(ids) == len(DTYPES) * len(LAYOUTS) * 2 * len(SHAPES)
+    assert len(ids) == len(OPS) * len(DTYPES) * len(LAYOUTS) * 2 * len(SHAPES)
     assert all(len(d) == 64 and int(d, 16) >= 0 for d in TABLE.values())
 
 
