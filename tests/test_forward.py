@@ -732,6 +732,22 @@ def test_enabled_empty_channels_falls_back_to_pytorch(tbt, torch):
     assert after["forward"] == before["forward"]
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 3, 4, 5, 6, 7)])
+def test_enabled_wrong_rank_gets_pytorch_error(tbt, torch, shape):
+    # aten called directly with a tensor that is not 5-D: the fallback's
+    # PyTorch kernel raises PyTorch's own message.
+    x = torch.randn(*shape)
+    with pytest.raises(RuntimeError) as pytorch_error:
+        torch.ops.aten.upsample_trilinear3d(x, [4, 4, 4], False)
+    with tbt.enabled():
+        before = tbt.call_counts()["forward_fallback"]
+        with pytest.raises(RuntimeError) as info:
+            torch.ops.aten.upsample_trilinear3d(x, [4, 4, 4], False)
+        assert tbt.call_counts()["forward_fallback"] == before + 1
+    assert not isinstance(info.value, tb.AclnnError)
+    assert str(info.value) == str(pytorch_error.value)
+
+
 def test_enabled_empty_batch(tbt, torch):
     F = torch.nn.functional
     x = torch.randn(0, 2, 2, 3, 4)

@@ -458,14 +458,12 @@ def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scal
 
 def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
     """PyTorch's own CPU forward, through the ``out=`` overload that the override leaves alone."""
-    if x.dim() != 5:
-        # Not a call the out= overload can size; PyTorch's functional form
-        # raises PyTorch's error for it (enable() never sees such a call).
-        return torch.ops.aten.upsample_trilinear3d.default.redispatch(
-            torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd),
-            x, output_size, align_corners, scales_d, scales_h, scales_w)
-    out = torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
-                      device=x.device, memory_format=_memory_format(x))
+    if x.dim() == 5:
+        out = torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
+                          device=x.device, memory_format=_memory_format(x))
+    else:
+        # Not 5-D: PyTorch's kernel raises its own error before it looks at out.
+        out = torch.empty(0, dtype=x.dtype, device=x.device)
     return torch.ops.aten.upsample_trilinear3d.out(
         x, output_size, align_corners, scales_d, scales_h, scales_w, out=out)
 
