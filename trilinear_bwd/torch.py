@@ -391,17 +391,18 @@ _active = False
 
 
 def call_counts():
-    """Count the CPU backward calls this module has handled so far.
+    """Count the CPU calls this module has handled so far.
 
     Returns
     -------
     dict
-        ``{"kernel": k, "fallback": f}``: ``k`` calls ran this library's
-        kernel, ``f`` were handed to PyTorch's (calls outside this library's
-        contract).  Covers :func:`upsample_trilinear3d`'s backward and, while
-        :func:`enable` is in effect, ``aten::upsample_trilinear3d_backward``;
-        handy to check that the override is really used, for example under
-        ``torch.compile``.
+        ``{"kernel": k, "fallback": f, "forward": k2, "forward_fallback": f2}``:
+        ``k`` backward calls ran this library's kernel, ``f`` were handed to
+        PyTorch's (calls outside this library's contract); ``k2`` and ``f2``
+        the same for the forward.  Covers :func:`upsample_trilinear3d` and,
+        while :func:`enable` is in effect, ``aten::upsample_trilinear3d`` and
+        ``aten::upsample_trilinear3d_backward``; handy to check that the
+        override is really used, for example under ``torch.compile``.
 
     Examples
     --------
@@ -501,13 +502,14 @@ _library = _register()
 
 
 def enable():
-    """Make this library's kernel PyTorch's CPU ``upsample_trilinear3d_backward``.
+    """Make this library's kernels PyTorch's CPU ``upsample_trilinear3d`` and its backward.
 
     From then on, in every thread, ``F.interpolate(..., mode="trilinear")``
-    followed by ``.backward()`` runs it, in unchanged code.  Calls it cannot
-    take (see the operator contract) fall back to PyTorch's kernel.  The
-    ``out=`` overload (``upsample_trilinear3d_backward.grad_input``) and
-    other devices are left alone.  Calling it again does nothing.
+    and its ``.backward()`` run them, in unchanged code.  Calls they cannot
+    take (see the operator contract) fall back to PyTorch's kernels.  The
+    ``out=`` overloads (``upsample_trilinear3d.out``,
+    ``upsample_trilinear3d_backward.grad_input``) and other devices are left
+    alone.  Calling it again does nothing.
 
     Notes
     -----
@@ -539,7 +541,7 @@ def enable():
 
 
 def disable():
-    """Hand ``aten::upsample_trilinear3d_backward`` on CPU back to PyTorch's own kernel.
+    """Hand ``aten::upsample_trilinear3d`` and its backward on CPU back to PyTorch's own kernels.
 
     Calling it when not enabled does nothing.
     """
