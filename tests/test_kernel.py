@@ -192,13 +192,15 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
     from trilinear_bwd import _plan
 
     out = out_array(input_size, g.dtype, out_layout)
-    threshold = _plan.STREAM_BYTES
-    _plan.STREAM_BYTES = 0 if stream else threshold  # stream, as large outputs are
+    rule = _plan.streamed
+    # Stream every row shape and dtype, as large outputs may be: each
+    # streaming path of the kernel, tails included, must give the same bits.
+    _plan.streamed = (lambda *a: True) if stream else (lambda *a: False)
     try:
         plan = make_plan(validate(g, g.shape[2:], input_size, align_corners, 0, 0, 0, out),
                          n_threads)
     finally:
-        _plan.STREAM_BYTES = threshold
+        _plan.streamed = rule
     unit_rows = plan.spec.gin[4][0] == 1 and plan.spec.gin[4][3] == 1
     assert plan.spec.stream == (stream and unit_rows)
     ws = tb.alloc_workspace(plan.workspace_size)
@@ -256,7 +258,7 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
     for layout in OUT_LAYOUTS:
         src = in_layout(g, layout)
         expected = run(src, (1, channels, 9, 11, 13), out_layout=layout)
-        monkeypatch.setattr(_plan, "STREAM_BYTES", 0)
+        monkeypatch.setattr(_plan, "streamed", lambda *a: True)
         _plan.clear_plans()
         out = out_array((1, channels, 9, 11, 13), g.dtype, layout)
         size, ex = tb.get_workspace_size(src, (5, 6, 7), (1, channels, 9, 11, 13), False,
@@ -267,6 +269,27 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
         _plan.clear_plans()
         np.testing.assert_array_equal(bits(out), bits(expected))
         assert_matches_reference(out, g, (1, channels, 9, 11, 13))
+
+
+def test_streaming_only_where_it_wins():
+    """Large float32/float64 targets of whole 32-byte rows stream; others do not."""
+    from trilinear_bwd import _plan
+
+    big = _plan.STREAM_BYTES
+    assert _plan.streamed(big, 256, 4) and _plan.streamed(big, 288, 8)
+    assert not _plan.streamed(big - 1, 256, 4)          # small: stays in cache
+    assert not _plan.streamed(big, 268, 4)              # 67 floats: a partial tail
+    assert not _plan.streamed(big, 272, 4)              # 68 floats: likewise
+    assert not _plan.streamed(big, 256, 2)              # 16-bit rows: never
+    g = random_grad((1, 2, 5, 6, 7), "float32", seed=1)
+    for w, expected in ((64, True), (68, False)):
+        out = np.empty((1, 2, 4, 4, w), np.float32)
+        args = validate(g, (5, 6, 7), out.shape, False, 0, 0, 0, out)
+        plan = make_plan(args, 1)
+        assert not plan.spec.stream                    # 64 KiB: far below the threshold
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_plan, "STREAM_BYTES", 0)
+            assert make_plan(args, 1).spec.stream == expected
 
 
 @pytest.mark.parametrize("align_corners", [False, True])

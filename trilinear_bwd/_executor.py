@@ -461,9 +461,7 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
     * two converted grad_out rows (2 * L), only when ``grad_out``'s rows are
       not unit-stride (strided, reversed or transposed views);
     * one output row (iW or iW * C), unless float32/float64 rows are written
-      in place (unit-stride ``grad_input`` rows, not streamed);
-    * that row in 16 bits, for float16/bfloat16 outputs of 16 MiB or more
-      (written with streaming stores).
+      in place (unit-stride ``grad_input`` rows, not streamed).
 
     No case copies a whole array: float16/bfloat16 rows are widened as they
     are read.  The size is 0 for an empty batch.

@@ -31,8 +31,9 @@ accumulation type (float32, or float64 for float64 data):
   widened inside the D pass's axpy);
 * ``out``: one finished grad_input row before it is rounded and stored
   (absent when rows are written in place: float32/float64, unit stride);
-* ``narrow``: that row rounded to float16/bfloat16, when grad_input is large
-  enough to be written with streaming stores.
+* ``narrow``: that row rounded to float16/bfloat16, when float16/bfloat16
+  rows are streamed (never by default, see :func:`streamed`; the kernel
+  keeps the path, and the tests force it).
 
 plus 64 bytes so that an unaligned workspace can be aligned inside.
 """
@@ -51,6 +52,11 @@ READ_IN_PLACE, READ_FLOAT16, READ_BFLOAT16, READ_CONVERT = 0, 1, 2, 3
 # grad_input of this many bytes or more is written with streaming stores
 # (see _store.h and docs/design.md for the measurement behind the number).
 STREAM_BYTES = 16 * 2**20
+# ... but only float32/float64 rows of a multiple of this many bytes: the
+# vector paths write such rows with streaming stores alone, where other
+# rows end in ordinary stores to lines that streaming stores also write,
+# which cost up to 5x the whole call (docs/design.md, "Streaming stores").
+STREAM_ROW_BYTES = 32
 # Input planes per channels-last work item (at most MAX_PLANES_PER_ITEM in
 # _kernels.pxi): a pair shares most of its grad_out reads; four balance worse
 # (measurements in docs/performance.md).
@@ -72,6 +78,27 @@ def _row(n_outer, s_outer, n_inner, s_inner):
     elif s_outer == n_inner * s_inner:
         n_inner, n_outer, s_outer = n_inner * n_outer, 1, 0
     return (n_outer, s_outer, n_inner, s_inner)
+
+
+def streamed(nbytes, row_bytes, itemsize):
+    """Whether a target of unit-stride rows is written with streaming stores.
+
+    Parameters
+    ----------
+    nbytes : int
+        The target array's size.
+    row_bytes : int
+        Bytes per row (W, or W x C channels-last).
+    itemsize : int
+        Bytes per element: the 16-bit types are never streamed, since their
+        rows would go through a rounding buffer and a streaming copy, which
+        measured no faster (bfloat16 7-12% slower) than ordinary stores.
+
+    Returns
+    -------
+    bool
+    """
+    return nbytes >= STREAM_BYTES and itemsize >= 4 and row_bytes % STREAM_ROW_BYTES == 0
 
 
 def ring_rows(ptr, src):
@@ -207,7 +234,7 @@ def make_plan(args, n_threads):
                      3: READ_BFLOAT16}[args.dtype_code]
     plane_run = read_mode != READ_CONVERT and (gout[3] == length or oh == 1)
     unit_rows = gin[4][0] == 1 and gin[4][3] == 1
-    stream = unit_rows and gi.nbytes >= STREAM_BYTES
+    stream = unit_rows and streamed(gi.nbytes, gin[4][2] * gi.itemsize, gi.itemsize)
     # float32/float64 rows are written in place by the W pass; when streamed,
     # only where it can issue the streaming stores itself: the channels-first
     # gather, and channels-last rows of a multiple of 8 channels (_w_channels.h).
