@@ -103,8 +103,12 @@ class Arguments:
     scales: tuple
     tensors: tuple = ()
     rules: str = PYTORCH_RULES
-    op: str = BACKWARD
-    window: tuple = None
+    # Class attributes, not dataclass fields: each field costs a frozen
+    # setattr in __init__ on every call, and these differ from their
+    # defaults only for the forward and for Dask's blocks, which set them
+    # with _with_op.
+    op = BACKWARD
+    window = None
 
     @property
     def names(self):
@@ -144,6 +148,14 @@ def dtype_info(dtype):
         return None
     code, acc = _FLOAT_DTYPES[dtype.name]
     return code, np.dtype(acc)
+
+
+def _with_op(arguments, op, window=None):
+    """``arguments`` for operator ``op`` (and a Dask block's ``window``): see :class:`Arguments`."""
+    object.__setattr__(arguments, "op", op)
+    if window is not None:
+        object.__setattr__(arguments, "window", window)
+    return arguments
 
 
 def invalid(message):
@@ -678,7 +690,10 @@ def _checked_scales(align_corners, values, rules, input_size, output_size, out_n
         raise invalid(f"alignCorners must be a bool, got {align_corners!r}")
     align_corners = bool(align_corners)
     names = ("scalesD", "scalesH", "scalesW")
-    scales = [_scale(value, name) for value, name in zip(values, names)]
+    if all(type(v) is float and math.isfinite(v) for v in values):   # the common spelling
+        scales = list(values)
+    else:
+        scales = [_scale(value, name) for value, name in zip(values, names)]
     if rules == CANN_RULES:
         scales = cann_scales(scales, align_corners)
     elif rules != PYTORCH_RULES:
@@ -748,8 +763,8 @@ def validate_forward(x, output_size, align_corners, scales_d, scales_h, scales_w
     if not allocate:
         _check_strides(out, "out")
         _check_overlap(x, out, ARRAY_NAMES[FORWARD])
-    return Arguments(x, out, output_size, input_size, align_corners, scales, tensors, rules,
-                     FORWARD)
+    return _with_op(Arguments(x, out, output_size, input_size, align_corners, scales, tensors,
+                              rules), FORWARD)
 
 
 def window_arguments(whole, source, window, target=None):
@@ -790,8 +805,9 @@ def window_arguments(whole, source, window, target=None):
     if target is not None:
         _check_strides(target, written)
         _check_overlap(source, target, whole.names)
-    return Arguments(source, target, whole.output_size, (n, c) + whole.input_size[2:],
-                     whole.align_corners, whole.scales, (), whole.rules, whole.op, window)
+    return _with_op(Arguments(source, target, whole.output_size, (n, c) + whole.input_size[2:],
+                              whole.align_corners, whole.scales, (), whole.rules),
+                    whole.op, window)
 
 
 def cann_scales(scales, align_corners):

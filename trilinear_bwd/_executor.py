@@ -347,10 +347,11 @@ def run_kernel(kernel, args, workspace, threads):
     gout, gin = args.addresses()
     team = kernel.run(gout, gin, workspace, _fork_safe_threads(threads))
     _team_started = _team_started or team > 1
-    written = args.names[1]
-    for binding in args.tensors:
-        if binding.name == written:
-            binding.mark_written()
+    if args.tensors:
+        written = args.names[1]
+        for binding in args.tensors:
+            if binding.name == written:
+                binding.mark_written()
     return team
 
 

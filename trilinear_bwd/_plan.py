@@ -315,9 +315,11 @@ def planned(args, n_threads, kernel_module):
         The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
     """
     go, gi = args.grad_out, args.grad_input
-    key = (args.op, go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.input_size,
-           args.output_size, args.align_corners, args.scales, args.window, n_threads,
-           kernel_module)
+    # The shapes give the sizes, except for a Dask block (a window of a
+    # larger call), whose plan also depends on the whole call's sizes.
+    window = args.window and (args.window, args.input_size)
+    key = (args.op, go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.output_size,
+           args.align_corners, args.scales, window, n_threads, kernel_module)
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None:
