@@ -213,19 +213,22 @@ def test_enabled_other_dtypes(restore_pytorch_kernel, dtype):
 
 # -- torch.compile -----------------------------------------------------------------
 
-def _compiled_grads(fn, backend, x0):
+def _compiled_run(fn, backend, x0):
+    """Through ``torch.compile(fn)``: the gradient, this library's backward calls, and
+    ``(result, this library's forward calls)``."""
     torch._dynamo.reset()
-    before = tbt.call_counts()["kernel"]
-    _, g = grads(torch.compile(fn, backend=backend), x0)
-    return g, tbt.call_counts()["kernel"] - before
+    before = tbt.call_counts()
+    y, g = grads(torch.compile(fn, backend=backend), x0)
+    after = tbt.call_counts()
+    return g, after["kernel"] - before["kernel"], (y, after["forward"] - before["forward"])
 
 
 def test_compile_eager_backend_uses_enabled_kernel(restore_pytorch_kernel):
     x0 = torch.randn(1, 2, 4, 4, 4)
     _, g_ref = grads(interpolate(scale_factor=2), x0)
     with tbt.enabled():
-        g, calls = _compiled_grads(interpolate(scale_factor=2), "eager", x0)
-    assert calls == 1
+        g, calls, (_, forward_calls) = _compiled_run(interpolate(scale_factor=2), "eager", x0)
+    assert calls == 1 and forward_calls == 1     # both aten operators: this library's
     assert_close_rel(g, g_ref, torch.float32)
 
 
@@ -236,27 +239,31 @@ def test_compile_aot_eager_decomposes_interpolate_so_enable_does_not_apply(
     x0 = torch.randn(1, 2, 4, 4, 4)
     _, g_ref = grads(interpolate(scale_factor=2), x0)
     with tbt.enabled():
-        g, calls = _compiled_grads(interpolate(scale_factor=2), "aot_eager", x0)
-    assert calls == 0
+        g, calls, (_, forward_calls) = _compiled_run(interpolate(scale_factor=2), "aot_eager",
+                                                     x0)
+    assert calls == 0 and forward_calls == 0
     assert_close_rel(g, g_ref, torch.float32)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_compile_keeps_upsample_trilinear3d_backward(backend):
+    # Both custom operators, the forward and the backward, stay opaque calls.
     x0 = torch.randn(1, 2, 4, 4, 4)
-    _, g_ref = grads(interpolate(scale_factor=2), x0)
-    g, calls = _compiled_grads(ours(scale_factor=2), backend, x0)
-    assert calls == 1
+    y_ref, g_ref = grads(interpolate(scale_factor=2), x0)
+    g, calls, (y, forward_calls) = _compiled_run(ours(scale_factor=2), backend, x0)
+    assert calls == 1 and forward_calls == 1
     assert_close_rel(g, g_ref, torch.float32)
+    assert_close_rel(y, y_ref, torch.float32)
 
 
 @pytest.mark.slow
 def test_compile_inductor_keeps_upsample_trilinear3d_backward():
     x0 = torch.randn(1, 2, 4, 4, 4)
-    _, g_ref = grads(interpolate(scale_factor=2), x0)
-    g, calls = _compiled_grads(ours(scale_factor=2), "inductor", x0)
-    assert calls == 1
+    y_ref, g_ref = grads(interpolate(scale_factor=2), x0)
+    g, calls, (y, forward_calls) = _compiled_run(ours(scale_factor=2), "inductor", x0)
+    assert calls == 1 and forward_calls == 1
     assert_close_rel(g, g_ref, torch.float32)
+    assert_close_rel(y, y_ref, torch.float32)
 
 
 # -- the training example ------------------------------------------------------------
