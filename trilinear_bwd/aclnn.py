@@ -116,19 +116,20 @@ def aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(gradOut, outputSize, inputS
     executor : Executor or None
         None on error.
     """
-    status, result = _call(
-        _phase_one, gradOut, outputSize, inputSize, alignCorners,
-        scalesD, scalesH, scalesW, gradInput,
-    )
+    return _phase_one(validate, gradOut, outputSize, inputSize, alignCorners,
+                      scalesD, scalesH, scalesW, gradInput)
+
+
+def _phase_one(check, *arguments):
+    """Phase one under CANN's rules, ``check`` being the operator's validation.
+
+    Returns ``(status, workspace size, executor)``: ``(status, 0, None)`` on error.
+    """
+    status, executor = _call(
+        lambda: _executor.Executor(check(*arguments, rules=CANN_RULES), None))
     if status != ACLNN_SUCCESS:
         return status, 0, None
-    return status, result[0], result[1]
-
-
-def _phase_one(*arguments):
-    """``get_workspace_size`` under CANN's rules: ``(workspace size, executor)``."""
-    executor = _executor.Executor(validate(*arguments, rules=CANN_RULES), None)
-    return executor.workspace_size, executor
+    return status, executor.workspace_size, executor
 
 
 def aclnnUpsampleTrilinear3dGetWorkspaceSize(self, outputSize, alignCorners, scalesD, scalesH,
@@ -157,17 +158,8 @@ def aclnnUpsampleTrilinear3dGetWorkspaceSize(self, outputSize, alignCorners, sca
     workspaceSize : int
     executor : Executor or None
     """
-    status, result = _call(
-        _forward_phase_one, self, outputSize, alignCorners, scalesD, scalesH, scalesW, out)
-    if status != ACLNN_SUCCESS:
-        return status, 0, None
-    return status, result[0], result[1]
-
-
-def _forward_phase_one(*arguments):
-    """``get_forward_workspace_size`` under CANN's rules: ``(workspace size, executor)``."""
-    executor = _executor.Executor(validate_forward(*arguments, rules=CANN_RULES), None)
-    return executor.workspace_size, executor
+    return _phase_one(validate_forward, self, outputSize, alignCorners, scalesD, scalesH,
+                      scalesW, out)
 
 
 def aclnnUpsampleTrilinear3d(workspace, workspaceSize, executor, stream):

@@ -183,25 +183,9 @@ def upsample_trilinear3d(x, output_size=None, *, align_corners=False, scales=(0.
 def _check_arguments(grad_out, input_size, output_size, align_corners, scales, num_threads):
     # The contract is checked here, at graph construction, with the core's
     # own validation, so that a bad call fails at once rather than in a task.
-    if grad_out is None:
-        raise NullArgumentError("gradOut must not be None")
-    if input_size is None:
+    if grad_out is not None and input_size is None:
         raise NullArgumentError("inputSize must not be None")
-    if not isinstance(grad_out, da.Array):
-        raise invalid(
-            f"gradOut must be a dask.array.Array, got {type(grad_out).__name__} (use "
-            "trilinear_bwd.upsample_trilinear3d_backward for in-memory arrays, or wrap "
-            "it with dask.array.from_array)"
-        )
-    if grad_out.ndim != 5:
-        raise invalid(f"gradOut must be 5-D (N, C, D, H, W), got {grad_out.ndim}-D")
-    if any(np.isnan(n) for n in grad_out.shape):
-        raise invalid("gradOut must have known chunk sizes, got unknown (NaN) sizes; "
-                      "call compute_chunk_sizes() first")
-    if any(0 in grad_out.chunks[k] and grad_out.shape[k] for k in (2, 3, 4)):
-        # Empty spatial chunks contribute nothing and have no input range.
-        grad_out = grad_out.rechunk(grad_out.chunks[:2] + tuple(
-            tuple(c for c in grad_out.chunks[k] if c) or grad_out.chunks[k] for k in (2, 3, 4)))
+    grad_out = _checked_dask_array(grad_out, "gradOut", "upsample_trilinear3d_backward")
     input_size, output_size, scales, first = one_call_sizes(
         tuple(grad_out.shape), input_size, output_size, scales)
     input_size = _int_list(input_size, "inputSize", 5, first)
@@ -225,9 +209,26 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
     return grad_out, args
 
 
-def _without_empty_chunks(arr):
-    """``arr`` rechunked without empty spatial chunks (they read and write nothing)."""
+def _checked_dask_array(arr, name, one_call):
+    """The source array's own checks, named ``name``; returned without empty spatial chunks.
+
+    ``one_call`` names the in-memory function to suggest for other arrays.
+    """
+    if arr is None:
+        raise NullArgumentError(f"{name} must not be None")
+    if not isinstance(arr, da.Array):
+        raise invalid(
+            f"{name} must be a dask.array.Array, got {type(arr).__name__} (use "
+            f"trilinear_bwd.{one_call} for in-memory arrays, or wrap "
+            "it with dask.array.from_array)"
+        )
+    if arr.ndim != 5:
+        raise invalid(f"{name} must be 5-D (N, C, D, H, W), got {arr.ndim}-D")
+    if any(np.isnan(n) for n in arr.shape):
+        raise invalid(f"{name} must have known chunk sizes, got unknown (NaN) sizes; "
+                      "call compute_chunk_sizes() first")
     if any(0 in arr.chunks[k] and arr.shape[k] for k in (2, 3, 4)):
+        # Empty spatial chunks read and write nothing.
         arr = arr.rechunk(arr.chunks[:2] + tuple(
             tuple(c for c in arr.chunks[k] if c) or arr.chunks[k] for k in (2, 3, 4)))
     return arr
@@ -235,20 +236,7 @@ def _without_empty_chunks(arr):
 
 def _check_forward_arguments(x, output_size, align_corners, scales, num_threads):
     """The forward's checks at graph construction; ``(x, whole)`` as for the backward."""
-    if x is None:
-        raise NullArgumentError("self must not be None")
-    if not isinstance(x, da.Array):
-        raise invalid(
-            f"self must be a dask.array.Array, got {type(x).__name__} (use "
-            "trilinear_bwd.upsample_trilinear3d for in-memory arrays, or wrap "
-            "it with dask.array.from_array)"
-        )
-    if x.ndim != 5:
-        raise invalid(f"self must be 5-D (N, C, D, H, W), got {x.ndim}-D")
-    if any(np.isnan(n) for n in x.shape):
-        raise invalid("self must have known chunk sizes, got unknown (NaN) sizes; "
-                      "call compute_chunk_sizes() first")
-    x = _without_empty_chunks(x)
+    x = _checked_dask_array(x, "self", "upsample_trilinear3d")
     resolve_num_threads(num_threads)
     scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
     if len(scales) != 3:
