@@ -216,8 +216,33 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
 TAIL_SHAPES = [
     (1, 2, (3, 4, w_in), (5, 3, w_out))
     for w_in, w_out in [(1, 1), (3, 7), (5, 15), (8, 16), (9, 17), (13, 31), (16, 33),
-                        (17, 47), (33, 65), (40, 23), (24, 71)]
-] + [(1, c, (3, 5, 4), (4, 9, 7)) for c in (1, 3, 4, 8, 12, 16, 17, 24, 32, 40, 64)]
+                        (17, 47), (33, 65), (40, 23), (24, 71), (5, 41), (6, 61)]
+] + [(1, c, (3, 5, 4), (4, 9, 7)) for c in (1, 3, 4, 8, 12, 16, 17, 24, 32, 40, 64)] + [
+    # More rows than one W pass call takes where rows are buffered or streamed.
+    (1, 3, (2, 19, 21), (3, 23, 50)),
+]
+
+
+def test_tail_shapes_reach_every_w_read_path():
+    """TAIL_SHAPES' W tables use every way _w_gather.h reads a block (gather,
+    windows of 8, 16 and 32, a window shared by a whole block), with their
+    term set-up kept across rows (up to 8 terms) and redone per row (more)."""
+    from trilinear_bwd import _plan
+    from trilinear_bwd._tables import GATHER, WINDOW8, WINDOW16, WINDOW32
+
+    modes, shared, widths = set(), False, set()
+    for _, _, ins, outs in TAIL_SHAPES:
+        for align_corners in (False, True):
+            t = axis_table(ins[2], outs[2], align_corners, 0.0, np.float32, sentinel=outs[2])
+            modes |= set(np.unique(t["mode"]).tolist())
+            shared |= bool((t["block_window"] >= 0).any())
+            widths.add(t["width"])
+    assert modes == {GATHER, WINDOW8, WINDOW16, WINDOW32}
+    assert shared
+    assert min(widths) <= 8 < max(widths)
+    # And the rows: more than one W call per plane, buffered and streamed.
+    assert max(ins[1] for _, _, ins, _ in TAIL_SHAPES) > max(_plan.W_ROWS_BUFFERED,
+                                                             _plan.W_ROWS_STREAMED)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -244,6 +269,49 @@ def test_kernel_variants_are_bitwise_identical_on_tails_layouts_and_threads(
         result = expected.view(g.dtype).reshape(
             np.ascontiguousarray(out_array(size, g.dtype, out_lay)).shape)
         assert_matches_reference(result, g, size, align_corners)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("out_lay", OUT_LAYOUTS)
+def test_kernel_variants_agree_on_non_finite_and_overflowing_values(dtype, out_lay):
+    """NaN (with payloads), infinities, the largest finite values (whose sums
+    overflow when rounded to the storage type) and values near the smallest
+    subnormals: every variant gives the same bits, also where a 16-bit result
+    is rounded in registers by the vector W pass and element by element by
+    the scalar one -- except the sign and payload of NaN results, which
+    follow the operand order each compiled loop happens to use (documented
+    in docs/numerics.md): there the variants agree that the result is NaN."""
+    variants = _dispatch.available_variants()
+    if len(variants) < 2:
+        pytest.skip(f"only {variants} built or runnable here")
+    dt = np_dtype(dtype)
+    info = np.finfo(np.float32 if dt.itemsize == 2 and dtype == "bfloat16" else dt)
+    big = float(np.finfo(dt).max) if dtype != "bfloat16" else 3.3e38
+    rng = np.random.default_rng(21)
+    for k, (n, c, ins, outs) in enumerate(TAIL_SHAPES[:13] + TAIL_SHAPES[-1:]):
+        g = random_grad((n, c) + outs, dtype, seed=k).astype(np.float64)
+        pick = rng.random(g.shape)
+        g[pick < 0.02] = np.nan
+        g[(pick >= 0.02) & (pick < 0.03)] = np.inf
+        g[(pick >= 0.03) & (pick < 0.04)] = -np.inf
+        g[(pick >= 0.04) & (pick < 0.2)] = big * np.sign(g[(pick >= 0.04) & (pick < 0.2)])
+        g[(pick >= 0.2) & (pick < 0.3)] *= float(info.tiny)
+        g = g.astype(dt)
+        if dt.itemsize == 2:  # NaN payloads other than the default quiet NaN
+            u = g.view(np.uint16)
+            u[pick < 0.01] |= 0x0015
+        size = (n, c) + ins
+        expected = run_variant("baseline", g, size, out_lay, False, 1).view(dt)
+        nan = np.isnan(expected.astype(np.float64))
+        assert nan.any() and not nan.all()
+        for name in variants:
+            for n_threads, stream in ((1, False), (2, True)):
+                got = run_variant(name, g, size, out_lay, False, n_threads, stream).view(dt)
+                where = f"{name} {size} {n_threads}t {stream}"
+                np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan,
+                                              err_msg=where)
+                np.testing.assert_array_equal(bits(got[~nan]), bits(expected[~nan]),
+                                              err_msg=where)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

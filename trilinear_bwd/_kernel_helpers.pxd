@@ -26,6 +26,9 @@ cdef extern from "_convert.h" nogil:
     int tb_have_f16c() noexcept
 
 cdef extern from "_row_sums.h" nogil:
+    enum: TB_PF_NEXT_ITEM
+    void tb_prefetch_rows(const void* rows, int64_t row_bytes, const int64_t* ptr,
+                          const int64_t* src, int64_t nbytes) noexcept
     void tb_reduce_half_rows(float* acc, int64_t acc_stride, const uint16_t* rows,
                              int64_t stride, const int64_t* ptr, const int64_t* src,
                              const float* w, int64_t n_rows, int64_t n, int bf16) noexcept
@@ -55,12 +58,23 @@ cdef extern from "_store.h" nogil:
     void tb_store_fence() noexcept
 
 cdef extern from "_w_gather.h" nogil:
-    void tb_gather_f32(float* out, const float* row, const float* weight,
-                       const int32_t* src, const int32_t* rel, const int32_t* window,
-                       const int8_t* mode, const int32_t* block_window, int64_t n,
-                       int64_t width, int stream) noexcept
     void tb_gather_f64(double* out, const double* row, const double* weight,
                        const int32_t* src, int64_t n, int64_t width, int stream) noexcept
+    void tb_gather_rows_f32(float* out, int64_t out_stride, const float* rows,
+                            int64_t row_stride, int64_t n_rows, const float* weight,
+                            const int32_t* src, const int32_t* rel, const int32_t* window,
+                            const int8_t* mode, const int32_t* block_window, int64_t n,
+                            int64_t width, int stream) noexcept
+    void tb_gather_rows_f16(uint16_t* out, int64_t out_stride, const float* rows,
+                            int64_t row_stride, int64_t n_rows, const float* weight,
+                            const int32_t* src, const int32_t* rel, const int32_t* window,
+                            const int8_t* mode, const int32_t* block_window, int64_t n,
+                            int64_t width, int stream) noexcept
+    void tb_gather_rows_bf16(uint16_t* out, int64_t out_stride, const float* rows,
+                             int64_t row_stride, int64_t n_rows, const float* weight,
+                             const int32_t* src, const int32_t* rel, const int32_t* window,
+                             const int8_t* mode, const int32_t* block_window, int64_t n,
+                             int64_t width, int stream) noexcept
 
 
 cdef enum:
@@ -139,12 +153,13 @@ ctypedef struct Problem:
     Axis ax_d
     Axis ax_h
     Axis ax_w
-    int64_t h_stride       # elements between rows of acc_h: L, a sentinel, 16 spare
+    int64_t h_stride       # elements between rows of acc_h: L, a sentinel, 32 spare
     int64_t off_acch       # element offsets of the scratch buffers in a thread's slot
     int64_t off_conv
     int64_t off_out
     int64_t off_narrow     # byte offset: a grad_input row in its 16-bit storage type
     int64_t slot_bytes     # bytes per thread slot, a multiple of 64
+    int64_t w_rows         # channels-first rows per W pass call (see _plan.py)
 
 
 cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
@@ -294,11 +309,43 @@ cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
     if v == 1 and ax.width > 0:
         row[L] = 0
         if floating is float:
-            tb_gather_f32(out, row, pw, ps, ax.padded_rel, ax.window, ax.mode,
-                          ax.block_window, ax.n_in, ax.width, stream)
+            tb_gather_rows_f32(out, 0, row, 0, 1, pw, ps, ax.padded_rel, ax.window, ax.mode,
+                               ax.block_window, ax.n_in, ax.width, stream)
         else:
             tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width, stream)
     elif floating is float:
         tb_w_channels_f32(out, row, ax.ptr, ax.src, w, ax.n_in, v, stream)
     else:
         tb_w_channels_f64(out, row, ax.ptr, ax.src, w, ax.n_in, v, stream)
+
+
+cdef inline void w_pass_rows(floating* out, int64_t out_stride, floating* rows,
+                             int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t L,
+                             bint stream) noexcept nogil:
+    # The channels-first W backward of n_rows rows, ``row_stride`` apart, each
+    # with its zero sentinel already set, into rows ``out_stride`` apart: the
+    # same bits as w_pass row by row, with the table set up once per call.
+    cdef int64_t y
+    if floating is float:
+        if ax.width > 0:
+            tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows,
+                               <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
+                               ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, stream)
+            return
+    for y in range(n_rows):
+        w_pass(out + y * out_stride, rows + y * row_stride, ax, 1, L, stream)
+
+
+cdef inline void w_pass_rows_16(uint16_t* out, int64_t out_stride, const float* rows,
+                                int64_t row_stride, int64_t n_rows, const Axis* ax,
+                                bint bf16) noexcept nogil:
+    # w_pass_rows into float16 (or bfloat16) rows, each rounded once in
+    # registers; the padded table only (ax.width > 0).
+    if bf16:
+        tb_gather_rows_bf16(out, out_stride, rows, row_stride, n_rows,
+                            <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
+                            ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, False)
+    else:
+        tb_gather_rows_f16(out, out_stride, rows, row_stride, n_rows,
+                           <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
+                           ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, False)

@@ -15,6 +15,8 @@ from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
+    DT_BFLOAT16,
+    DT_FLOAT16,
     DT_FLOAT64,
     READ_BFLOAT16,
     READ_CONVERT,
@@ -34,10 +36,14 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_float_to_half_soft,
     tb_half_to_float,
     tb_half_to_float_soft,
+    tb_prefetch_rows,
+    TB_PF_NEXT_ITEM,
     tb_reduce_half_rows,
     tb_have_f16c,
     tb_store_fence,
     w_pass,
+    w_pass_rows,
+    w_pass_rows_16,
 )
 from trilinear_bwd._openmp cimport omp_get_thread_num
 
@@ -95,6 +101,20 @@ cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating
                   <void*> ((<char*> ws) + p.off_narrow))
 
 
+cdef inline void _prefetch_item(const Problem* p, const char* gout, int64_t item,
+                                int64_t acc_size) noexcept nogil:
+    # Ask for the first grad_out bytes of each plane channels-first ``item``
+    # (a plane read as one run) sums over D, so that its D pass does not
+    # start by waiting on memory while this item's H and W passes leave the
+    # memory idle.
+    cdef int64_t items_per_slice = p.id  # one input plane per channels-first item
+    cdef int64_t b = item // items_per_slice
+    cdef int64_t a = item - b * items_per_slice
+    cdef int64_t esize = 2 if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16 else acc_size
+    tb_prefetch_rows(gout + ((b // p.nb2) * p.gout.s_b1 + (b % p.nb2) * p.gout.s_b2) * esize,
+                     p.gout.s_d * esize, p.ax_d.ptr + a, p.ax_d.src, TB_PF_NEXT_ITEM)
+
+
 cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
                 int64_t item) noexcept nogil:
     # Item = (slice b, input planes a0 .. a0 + p.planes_per_item - 1).
@@ -116,7 +136,8 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef const int64_t* d_ptr = p.ax_d.ptr + a0
     cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
     cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a0 * p.gin.s_d
-    cdef int64_t y, row, g, first, last
+    cdef int64_t y, row, g, first, last, step, off
+    cdef floating* h_rows
     cdef floating* ring
     cdef int64_t done[MAX_PLANES_PER_ITEM]
 
@@ -154,18 +175,40 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
         # contiguous run read in place), then H for the whole plane, then W:
         # the W gather reads windows of a row at unaligned offsets, which
         # would stall on the H pass's vector stores if it followed them
-        # immediately.
+        # immediately.  The W table's zero sentinels are set first, for the
+        # same reason.
+        for row in range(p.ih):
+            acc_h[row * p.h_stride + L] = 0
         if p.plane_run:
             _reduce_grad(acc_d, w_d, d_ptr, p.ax_d.src, p, gout, go_base, p.gout.s_d, conv,
                          p.oh * L)
+            if item + 1 < p.n_items:
+                _prefetch_item(p, gout, item + 1, sizeof(floating))
         else:
             for y in range(p.oh):
                 _reduce_grad(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, gout,
                              go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
         reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
                     p.ih, L, False)
-        for row in range(p.ih):
-            _w_and_store(p, gin, gi_base + row * p.gin.s_h, acc_h + row * p.h_stride, out, ws)
+        # The W pass, p.w_rows rows per call (each call sets the table up once).
+        row = 0
+        while row < p.ih:
+            step = min(p.w_rows, p.ih - row)
+            h_rows = acc_h + row * p.h_stride
+            off = gi_base + row * p.gin.s_h
+            if not p.out_direct:
+                w_pass_rows(out, p.ax_w.n_in, h_rows, p.h_stride, step, &p.ax_w, L, False)
+                for y in range(step):
+                    store_row(gin, off + y * p.gin.s_h, out + y * p.ax_w.n_in, &p.gin.row,
+                              p.dtype, p.stream, <void*> ((<char*> ws) + p.off_narrow))
+            elif p.dtype == DT_FLOAT16 or p.dtype == DT_BFLOAT16:
+                if floating is float:
+                    w_pass_rows_16((<uint16_t*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
+                                   &p.ax_w, p.dtype == DT_BFLOAT16)
+            else:
+                w_pass_rows((<floating*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
+                            &p.ax_w, L, p.stream)
+            row += step
     if p.stream:
         tb_store_fence()
 
@@ -265,6 +308,7 @@ cdef class KernelPlan:
         self.p.off_out = spec.off_out
         self.p.off_narrow = spec.off_narrow
         self.p.slot_bytes = spec.slot_bytes
+        self.p.w_rows = spec.w_rows
 
     def run(self, uintptr_t gout, uintptr_t gin, uintptr_t workspace, int n_threads):
         """Compute grad_input at address ``gin`` from grad_out at ``gout``.

@@ -24,12 +24,12 @@ accumulation type (float32, or float64 for float64 data):
   of the item, a ring of the few rows the H pass still needs (``ring``
   rows, see :func:`ring_rows`);
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
-  sentinel and 16 spare elements that the W gather reads past its end; one
+  sentinel and 32 spare elements that the W gather reads past its end; one
   row in channels-last mode, where each row is reduced over W at once);
 * ``conv``: two grad_out rows converted to the accumulation type (only for
   rows that are not unit-stride; unit-stride float16/bfloat16 rows are
   widened inside the D pass's axpy);
-* ``out``: one finished grad_input row before it is rounded and stored
+* ``out``: finished grad_input rows before they are rounded and stored
   (absent when rows are written in place: float32/float64, unit stride);
 * ``narrow``: that row rounded to float16/bfloat16, when float16/bfloat16
   rows are streamed (never by default, see :func:`streamed`; the kernel
@@ -61,6 +61,17 @@ STREAM_ROW_BYTES = 32
 # _kernels.pxi): a pair shares most of its grad_out reads; four balance worse
 # (measurements in docs/performance.md).
 CHANNELS_LAST_PLANES_PER_ITEM = 2
+# Channels-first rows per W pass call (each call sets the W table up once):
+# all of the plane where grad_input is written in place; where it is
+# streamed, few, since rows written block by block leave one line per row
+# partly written, and more of those than the processor can combine at once
+# cost more than the set-ups saved; where rows go through a buffer (strided
+# rows, or no padded table for 16-bit storage), the buffer's rows.
+W_ROWS_STREAMED = 4
+# Elements after a row's sentinel that a W window (up to 32 elements from a
+# real source) may read: _w_gather.h, TB_WINDOW32.
+W_SPARE = 32
+W_ROWS_BUFFERED = 8
 
 
 def _round_up(nbytes):
@@ -180,6 +191,7 @@ class KernelSpec:
     off_out: int
     off_narrow: int          # in bytes
     slot_bytes: int
+    w_rows: int              # channels-first rows per W pass call
 
 
 @dataclass(frozen=True)
@@ -252,9 +264,13 @@ def make_plan(args, n_threads):
             args.input_size[2:], args.output_size, args.scales,
             (None, None, None if v > 1 else length), windows)
     ]
-    # Each acc_h row keeps the zero sentinel of the padded W table and 16
+    # 16-bit channels-first rows are rounded and written in place by the
+    # padded gather too (_w_gather.h); the unpadded W pass needs the buffer.
+    out_direct = out_direct or (unit_rows and v == 1 and args.dtype_code in (2, 3)
+                                and tables[2]["width"] > 0)
+    # Each acc_h row keeps the zero sentinel of the padded W table and 32
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
-    h_stride = _round_up((length + 17) * acc.itemsize) // acc.itemsize
+    h_stride = _round_up((length + 1 + W_SPARE) * acc.itemsize) // acc.itemsize
     conv = 2 * length if read_mode == READ_CONVERT else 0
     # Channels-last reduces each H row over W at once: one acc_h row suffices.
     ring = ring_rows(tables[1]["ptr"], tables[1]["src"]) if v > 1 else oh
@@ -264,8 +280,14 @@ def make_plan(args, n_threads):
     per_item = 1
     if v > 1 and slices * -(-id_ // CHANNELS_LAST_PLANES_PER_ITEM) >= 4 * n_threads:
         per_item = CHANNELS_LAST_PLANES_PER_ITEM
+    if v > 1:
+        w_rows = 1
+    elif not out_direct:
+        w_rows = min(ih, W_ROWS_BUFFERED)
+    else:
+        w_rows = min(ih, W_ROWS_STREAMED) if stream else ih
     sizes = [per_item * ring * length, (ih if v == 1 else 1) * h_stride, conv,
-             0 if out_direct else iw * v]
+             0 if out_direct else w_rows * iw * v]
     narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
     offsets, slot = [], 0
     for count in sizes:
@@ -283,7 +305,7 @@ def make_plan(args, n_threads):
         planes_per_item=per_item, oh=oh, ring=ring, id=id_, ih=ih, v=v, L=length,
         gout=gout, gin=gin, axis_d=tables[0], axis_h=tables[1], axis_w=tables[2],
         off_acch=offsets[1], h_stride=h_stride, off_conv=offsets[2], off_out=offsets[3],
-        off_narrow=offsets[4], slot_bytes=slot,
+        off_narrow=offsets[4], slot_bytes=slot, w_rows=w_rows,
     )
     return Plan(spec, n_slots, workspace, channels_last)
 

@@ -77,6 +77,13 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
  * 16 lines ahead: on a core that consumes a line in fewer cycles (AVX-512,
  * or a faster core), half that distance no longer covers the latency. */
 #define TB_PF_AHEAD 1024
+/* 16-bit rows: twice as far, in bytes (each step consumes half the bytes of
+ * a float32 step, and 1 KiB left the core waiting on memory). */
+#define TB_PF_AHEAD_16 2048
+/* A channels-first item whose plane is one run asks for this many bytes at
+ * the start of each grad_out plane the next item sums, before its own H and
+ * W passes, which leave the memory idle. */
+#define TB_PF_NEXT_ITEM 4096
 
 /* Element k of row x, any kind, in the accumulation type. */
 #define TB_ELEM(T, x, k, kind)                                                          \
@@ -158,7 +165,8 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
             for (; k + TB_LANES_##S <= n; k += TB_LANES_##S) {                          \
                 for (int64_t j = 0; j < m; ++j)                                         \
                     _mm_prefetch((const char *)x[j] + k * TB_ELEM_BYTES(T, kind)        \
-                                     + TB_PF_AHEAD, _MM_HINT_T0);                       \
+                                     + (kind == TB_ROWS_SAME ? TB_PF_AHEAD : TB_PF_AHEAD_16),\
+                                 _MM_HINT_T0);                                          \
                 TB_SUM_ROWS_STEP(T, S)                                                  \
             }                                                                           \
         for (; k + TB_LANES_##S <= n; k += TB_LANES_##S)                                \
@@ -249,6 +257,21 @@ TB_DEFINE_SUM_ROWS(float, f32)
 TB_DEFINE_SUM_ROWS(double, f64)
 TB_DEFINE_REDUCE_ROWS(float, f32)
 TB_DEFINE_REDUCE_ROWS(double, f64)
+
+/* Ask for the first `nbytes` of each row src[t] * row_bytes past `rows`,
+ * ptr[0] <= t < ptr[1]: the start of a later D sum, fetched while other work runs. */
+static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes,
+                                    const int64_t *restrict ptr, const int64_t *restrict src,
+                                    int64_t nbytes)
+{
+#if defined(TB_LANES_f32)
+    for (int64_t t = ptr[0]; t < ptr[1]; ++t)
+        for (int64_t b = 0; b < nbytes; b += 64)
+            _mm_prefetch((const char *)rows + src[t] * row_bytes + b, _MM_HINT_T0);
+#else
+    (void)rows, (void)row_bytes, (void)ptr, (void)src, (void)nbytes;
+#endif
+}
 
 /* The entry points: float32 / float64 rows, and 16-bit rows into float32. */
 static inline void tb_reduce_rows_f32(float *restrict acc, int64_t acc_stride, const float *rows,

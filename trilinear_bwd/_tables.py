@@ -5,7 +5,7 @@ import functools
 import numpy as np
 
 # How the vector W pass reads one (block, k) of the padded table (_w_gather.h).
-GATHER, WINDOW8, WINDOW16 = 0, 1, 2
+GATHER, WINDOW8, WINDOW16, WINDOW32 = 0, 1, 2, 3
 
 
 def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64):
@@ -260,8 +260,9 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=Fals
     padded_src = padded_src.reshape(blocks, 8, width).transpose(0, 2, 1)
     padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
     real = real.reshape(blocks, 8, width).transpose(0, 2, 1)
-    # Where a block's 8 real sources for one k lie within 8 or 16 consecutive
-    # elements, the vector path reads them as a window instead of a gather;
+    # Where a block's 8 real sources for one k lie within 8, 16 or 32
+    # consecutive elements, the vector paths read them as a window instead of
+    # a gather (_w_gather.h);
     # where all of a block's sources (every k) lie within 8, one window read
     # serves the whole block (block_window >= 0).
     big = np.iinfo(np.int32).max
@@ -269,7 +270,8 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=Fals
     highest = np.where(real, padded_src, -1).max(axis=2)
     lowest = np.where(highest < 0, 0, lowest)
     span = highest - lowest
-    mode = np.select([span < 8, span < 16], [WINDOW8, WINDOW16], GATHER).astype(np.int8)
+    mode = np.select([span < 8, span < 16, span < 32], [WINDOW8, WINDOW16, WINDOW32],
+                     GATHER).astype(np.int8)
     block_low = np.where(real, padded_src, big).min(axis=(1, 2)) if width else np.zeros(blocks)
     block_high = np.where(real, padded_src, -1).max(axis=(1, 2)) if width else np.zeros(blocks)
     shared = (block_high - block_low < 8) & (block_high >= 0)

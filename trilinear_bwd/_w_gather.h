@@ -6,21 +6,33 @@
  * blocks of 8 output points, k-major inside a block:
  *     index of (i, k) = (i / 8) * 8 * width + k * 8 + i % 8,
  * so that the 8 weights and 8 source indices of one k load as vectors.  The
- * portable path walks this table one point at a time.  The AVX2 path reads a
- * block's 8 row elements for one k in one of three ways, chosen per (block, k)
- * at plan time and recorded in `mode`:
+ * portable path walks this table one point at a time.  The vector paths read
+ * a block's 8 row elements for one k in one of these ways, chosen per
+ * (block, k) at plan time (_tables.py) and recorded in `mode`:
  *   TB_WINDOW8:  they lie within 8 consecutive elements starting at
  *                window[block, k]: one load and one in-register permute;
- *   TB_WINDOW16: within 16: two loads, two permutes and a blend;
+ *   TB_WINDOW16: within 16: AVX2 uses two loads, two permutes and a blend,
+ *                AVX-512 one two-source permute (vpermt2ps) for two blocks;
+ *   TB_WINDOW32: within 32: AVX-512 uses one two-source permute per block,
+ *                AVX2 a gather;
  *   TB_GATHER:   anywhere: one gather instruction.
  * `rel` holds the offsets inside the window, -1 for padding, whose lanes are
  * zeroed.  When every k of a block reads within the same 8 elements
  * (block_window[block] >= 0, typical of downsampling) the window is loaded
- * once for the block.  A permute costs a cycle where a gather costs about five.  The row
- * buffer keeps 16 spare elements so a window may run past its end.  All paths
- * add the same terms in the same order with separate multiply and add, so
- * they round identically.  With `stream` set, blocks of `out` are written with
- * non-temporal stores where 16-byte aligned (see _store.h).
+ * once for the block.  A permute costs a cycle where a gather of 8 or 16
+ * elements costs several.  Row buffers keep 32 spare elements after the
+ * sentinel, so that a window may run past the row's end.  All paths add the
+ * same terms in the same order with separate multiply and add, so they round
+ * identically.
+ *
+ * Every row of a plane uses the same table, so the W pass takes a plane's
+ * rows (or a few of them) at once: each block's weights, indices, masks and
+ * window offsets are set up once, in registers, for all the rows (short rows
+ * spent most of their time on that set-up).  The output rows hold float32,
+ * with streaming (non-temporal) stores where `stream` is set and a block is
+ * 16-byte aligned (see _store.h), or float16 / bfloat16, rounded from the
+ * float32 sums in registers exactly as _convert.h rounds one element, so that
+ * a 16-bit result needs neither a float32 row buffer nor a second pass.
  */
 #ifndef TRILINEAR_BWD_W_GATHER_H
 #define TRILINEAR_BWD_W_GATHER_H
@@ -28,58 +40,31 @@
 #include <stdint.h>
 
 #include "_portable.h"
+#include "_convert.h"
 #include "_simd.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
-enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2 };
+/* The modes (mirrored by _tables.py). */
+enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2, TB_WINDOW32 = 3 };
 
-#if defined(__AVX2__)
-/* 16-byte streaming stores: large arrays from malloc/mmap start 16 bytes
- * past a page, so 32-byte alignment is rare. */
-#define TB_STREAM8(p, a) (_mm_stream_ps((p), _mm256_castps256_ps128(a)),                \
-                          _mm_stream_ps((p) + 4, _mm256_extractf128_ps((a), 1)))
+/* What the output rows hold. */
+enum { TB_OUT_F32 = 0, TB_OUT_F16 = 1, TB_OUT_BF16 = 2 };
 
-/* One block of 8 output points (block index i / 8 of the table), summed over
- * its `width` terms in a register. */
-TB_ALWAYS_INLINE __m256 tb_gather_block8(const float *restrict row, const float *restrict w,
-                                         const int32_t *restrict s, const int32_t *restrict r,
-                                         const int32_t *restrict win,
-                                         const int8_t *restrict m, int32_t shared,
-                                         int64_t width)
+/* The most terms per point whose set-up is kept in registers across rows;
+ * wider tables (strong downsampling) set each block up again for each row. */
+#define TB_ROWS_MAX_WIDTH 8
+
+/* Element i of out, any kind, from its float32 value. */
+TB_ALWAYS_INLINE void tb_out1(void *out, int64_t i, float a, int kind)
 {
-    const __m256i seven = _mm256_set1_epi32(7), minus_one = _mm256_set1_epi32(-1);
-    __m256 acc = _mm256_setzero_ps();
-    if (shared >= 0) {              /* one window serves every k of the block */
-        const __m256 xs = _mm256_loadu_ps(row + shared);
-        for (int64_t k = 0; k < width; ++k) {
-            const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
-            __m256 x = _mm256_permutevar8x32_ps(xs, idx);
-            x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
-        }
-        return acc;
-    }
-    for (int64_t k = 0; k < width; ++k) {
-        __m256 x;
-        if (m[k] == TB_GATHER) {
-            x = _mm256_i32gather_ps(row, _mm256_loadu_si256((const __m256i *)(s + 8 * k)), 4);
-        } else {
-            const __m256i idx = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
-            x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k]), idx);
-            if (m[k] == TB_WINDOW16) {
-                const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + win[k] + 8), idx);
-                x = _mm256_blendv_ps(x, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, seven)));
-            }
-            x = _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, minus_one)));
-        }
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), x));
-    }
-    return acc;
+    if (kind == TB_OUT_F32)
+        ((float *)out)[i] = a;
+    else
+        ((uint16_t *)out)[i] = kind == TB_OUT_F16 ? tb_float_to_half(a) : tb_float_to_bf16(a);
 }
-#endif
 
 #if defined(__AVX512F__)
 /* Two 256-bit halves as one 512-bit vector. */
@@ -87,152 +72,335 @@ TB_ALWAYS_INLINE __m256 tb_gather_block8(const float *restrict row, const float 
     _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1))
 #define TB_JOIN_SI(lo, hi) _mm512_inserti64x4(_mm512_castsi256_si512(lo), (hi), 1)
 
-/* Two consecutive blocks (16 output points) at once: the same terms in the
- * same order as tb_gather_block8 gives each of them.  For each k, where
- * neither block needs a gather instruction, block b's elements lie within
- * the 16 from its window and block b + 1's within the 16 from its own, so
- * one two-source permute (vpermt2ps) of the two windows reads all 16 lanes;
- * where the blocks share one window each for every k (downsampling), both
- * windows are loaded once. */
-TB_ALWAYS_INLINE __m512 tb_gather_block16(const float *restrict row, const float *restrict w,
-                                          const int32_t *restrict s, const int32_t *restrict r,
-                                          const int32_t *restrict win,
-                                          const int8_t *restrict m, int32_t shared0,
-                                          int32_t shared1, int64_t width)
+/* tb_float_to_bf16 on 16 lanes, as 32-bit lanes holding the 16-bit results. */
+TB_ALWAYS_INLINE __m512i tb_bf16_bits16(__m512 a)
 {
-    /* The second block's lanes index the second source: +16. */
-    const __m512i second = TB_JOIN_SI(_mm256_setzero_si256(), _mm256_set1_epi32(16));
-    const __m512i minus_one = _mm512_set1_epi32(-1);
-    const int64_t next = 8 * width;     /* table offset of block b + 1 */
-    __m512 acc = _mm512_setzero_ps();
-    if (shared0 >= 0 && shared1 >= 0) {
-        const __m512 xs0 = _mm512_loadu_ps(row + shared0), xs1 = _mm512_loadu_ps(row + shared1);
-        for (int64_t k = 0; k < width; ++k) {
-            const __m512i rel = TB_JOIN_SI(_mm256_loadu_si256((const __m256i *)(r + 8 * k)),
-                                           _mm256_loadu_si256((const __m256i *)(r + next + 8 * k)));
-            const __m512 x = _mm512_maskz_permutex2var_ps(
-                _mm512_cmpgt_epi32_mask(rel, minus_one), xs0, _mm512_add_epi32(rel, second), xs1);
-            const __m512 wk = TB_JOIN_PS(_mm256_loadu_ps(w + 8 * k), _mm256_loadu_ps(w + next + 8 * k));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(wk, x));
-        }
-        return acc;
+    const __m512i u = _mm512_castps_si512(a);
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                         _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_or_epi32(rounded, nan, _mm512_srli_epi32(u, 16),
+                                _mm512_set1_epi32(0x0040));
+}
+
+/* 16 lanes to out at element i, the first n_valid of them (16: all). */
+TB_ALWAYS_INLINE void tb_out16(void *out, int64_t i, __m512 a, int64_t n_valid, int stream,
+                               int kind)
+{
+    const __mmask16 head = (__mmask16)((1u << n_valid) - 1u);
+    if (kind == TB_OUT_F32) {
+        float *dst = (float *)out + i;
+        if (n_valid < 16)
+            _mm512_mask_storeu_ps(dst, head, a);
+        else if (stream && ((uintptr_t)dst & 15) == 0)
+            tb_stream_f32(dst, a);
+        else
+            _mm512_storeu_ps(dst, a);
+        return;
     }
-    const int32_t *win1 = win + width;
-    const int8_t *m1 = m + width;
-    for (int64_t k = 0; k < width; ++k) {
-        __m512 x;
-        if (m[k] == TB_GATHER || m1[k] == TB_GATHER) {
-            const __m512i idx = TB_JOIN_SI(_mm256_loadu_si256((const __m256i *)(s + 8 * k)),
-                                           _mm256_loadu_si256((const __m256i *)(s + next + 8 * k)));
-            x = _mm512_i32gather_ps(idx, row, 4);
-        } else {
-            const __m512i rel = TB_JOIN_SI(_mm256_loadu_si256((const __m256i *)(r + 8 * k)),
-                                           _mm256_loadu_si256((const __m256i *)(r + next + 8 * k)));
-            x = _mm512_maskz_permutex2var_ps(_mm512_cmpgt_epi32_mask(rel, minus_one),
-                                             _mm512_loadu_ps(row + win[k]),
-                                             _mm512_add_epi32(rel, second),
-                                             _mm512_loadu_ps(row + win1[k]));
-        }
-        const __m512 wk = TB_JOIN_PS(_mm256_loadu_ps(w + 8 * k), _mm256_loadu_ps(w + next + 8 * k));
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(wk, x));
-    }
-    return acc;
+    const __m256i h = kind == TB_OUT_F16 ? _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT)
+                                         : _mm512_cvtepi32_epi16(tb_bf16_bits16(a));
+    uint16_t *dst = (uint16_t *)out + i;
+    if (n_valid < 16)
+        _mm256_mask_storeu_epi16(dst, head, h);
+    else
+        _mm256_storeu_si256((__m256i *)dst, h);
 }
 #endif
 
-TB_ALWAYS_INLINE void tb_gather_f32_body(float *restrict out, const float *restrict row,
-                                         const float *restrict weight,
-                                         const int32_t *restrict src,
-                                         const int32_t *restrict rel,
-                                         const int32_t *restrict window,
-                                         const int8_t *restrict mode,
-                                         const int32_t *restrict block_window, int64_t n,
-                                         int64_t width, int stream)
+#if defined(__AVX2__)
+/* 16-byte streaming stores: large arrays from malloc/mmap start 16 bytes
+ * past a page, so 32-byte alignment is rare. */
+#define TB_STREAM8(p, a) (_mm_stream_ps((p), _mm256_castps256_ps128(a)),                \
+                          _mm_stream_ps((p) + 4, _mm256_extractf128_ps((a), 1)))
+
+/* 8 lanes to out at element i, the first n_valid of them (8: all; fewer
+ * only where AVX-512 masks exist). */
+TB_ALWAYS_INLINE void tb_out8(void *out, int64_t i, __m256 a, int64_t n_valid, int stream,
+                              int kind)
+{
+#if defined(__AVX512F__)
+    if (n_valid < 8) {
+        tb_out16(out, i, _mm512_castps256_ps512(a), n_valid, 0, kind);
+        return;
+    }
+#endif
+    (void)n_valid;
+    if (kind == TB_OUT_F32) {
+        float *dst = (float *)out + i;
+        if (stream && ((uintptr_t)dst & 15) == 0)
+            TB_STREAM8(dst, a);
+        else
+            _mm256_storeu_ps(dst, a);
+        return;
+    }
+    uint16_t *dst = (uint16_t *)out + i;
+    if (kind == TB_OUT_F16) {
+        _mm_storeu_si128((__m128i *)dst, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+        return;
+    }
+    const __m256i u = _mm256_castps_si256(a);
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+                         _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
+    /* NaN where |u| > 0x7f800000 (a signed compare: both sides are >= 0). */
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
+    const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
+    /* Lanes 0-3 and 4-7 packed to 16 bits (the values fit: no saturation). */
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+    _mm_storeu_si128((__m128i *)dst, _mm256_castsi256_si128(packed));
+}
+
+/* One k of one block of 8 points, set up: how its 8 elements are read from
+ * any row, and their weights. */
+typedef struct {
+    __m256 w, valid, upper;
+    __m256i idx;
+    int mode;
+    int32_t at;
+} tb_term8;
+
+TB_ALWAYS_INLINE tb_term8 tb_term8_setup(const float *restrict w, const int32_t *restrict s,
+                                         const int32_t *restrict r,
+                                         const int32_t *restrict win,
+                                         const int8_t *restrict m, int32_t shared, int64_t k)
+{
+    tb_term8 t;
+    t.w = _mm256_loadu_ps(w + 8 * k);
+    t.mode = shared >= 0 ? TB_WINDOW8 : m[k] == TB_WINDOW32 ? TB_GATHER : m[k];
+    t.at = shared >= 0 ? shared : win[k];
+    t.idx = _mm256_loadu_si256((const __m256i *)((t.mode == TB_GATHER ? s : r) + 8 * k));
+    t.valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t.idx, _mm256_set1_epi32(-1)));
+    t.upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t.idx, _mm256_set1_epi32(7)));
+    return t;
+}
+
+/* The 8 elements of term t in row. */
+TB_ALWAYS_INLINE __m256 tb_term8_read(const tb_term8 *t, const float *restrict row)
+{
+    if (t->mode == TB_GATHER)
+        return _mm256_i32gather_ps(row, t->idx, 4);
+    __m256 x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + t->at), t->idx);
+    if (t->mode == TB_WINDOW16)
+        x = _mm256_blendv_ps(x, _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + t->at + 8), t->idx),
+                             t->upper);
+    return _mm256_and_ps(x, t->valid);
+}
+#endif
+
+#if defined(__AVX512F__)
+/* One k of two consecutive blocks (16 points), set up.  Where neither block
+ * needs a gather and both read within 16 elements, block b's lanes index the
+ * 16 from its window and block b + 1's the 16 from its own (+16), so that
+ * one two-source permute of the two windows reads all 16 lanes; where one
+ * reads within 32, each block takes its own two-source permute of the 32
+ * from its window.  Blocks sharing one window for every k (downsampling)
+ * read from the same two addresses for every k, which the compiler loads
+ * once. */
+enum { TB_PAIR_GATHER = 0, TB_PAIR_16 = 1, TB_PAIR_32 = 2 };
+typedef struct {
+    __m512 w;
+    __m512i idx;
+    __mmask16 valid;
+    int how;
+    int32_t lo, hi;
+} tb_term16;
+
+TB_ALWAYS_INLINE tb_term16 tb_term16_setup(const float *restrict w, const int32_t *restrict s,
+                                           const int32_t *restrict r,
+                                           const int32_t *restrict win,
+                                           const int8_t *restrict m, int32_t shared0,
+                                           int32_t shared1, int64_t width, int64_t k)
+{
+    const int64_t next = 8 * width;     /* table offset of block b + 1 */
+    const int shared = shared0 >= 0 && shared1 >= 0;
+    const int m0 = shared ? TB_WINDOW8 : m[k], m1 = shared ? TB_WINDOW8 : m[width + k];
+    tb_term16 t;
+    t.w = TB_JOIN_PS(_mm256_loadu_ps(w + 8 * k), _mm256_loadu_ps(w + next + 8 * k));
+    t.lo = shared ? shared0 : win[k];
+    t.hi = shared ? shared1 : win[width + k];
+    if (m0 == TB_GATHER || m1 == TB_GATHER) {
+        t.how = TB_PAIR_GATHER;
+        t.idx = TB_JOIN_SI(_mm256_loadu_si256((const __m256i *)(s + 8 * k)),
+                           _mm256_loadu_si256((const __m256i *)(s + next + 8 * k)));
+        t.valid = (__mmask16)0xffffu;
+        return t;
+    }
+    const __m512i rel = TB_JOIN_SI(_mm256_loadu_si256((const __m256i *)(r + 8 * k)),
+                                   _mm256_loadu_si256((const __m256i *)(r + next + 8 * k)));
+    t.valid = _mm512_cmpgt_epi32_mask(rel, _mm512_set1_epi32(-1));
+    if (m0 == TB_WINDOW32 || m1 == TB_WINDOW32) {
+        t.how = TB_PAIR_32;
+        t.idx = rel;
+    } else {
+        t.how = TB_PAIR_16;
+        t.idx = _mm512_add_epi32(rel, TB_JOIN_SI(_mm256_setzero_si256(), _mm256_set1_epi32(16)));
+    }
+    return t;
+}
+
+/* The 16 elements of term t in row. */
+TB_ALWAYS_INLINE __m512 tb_term16_read(const tb_term16 *t, const float *restrict row)
+{
+    if (t->how == TB_PAIR_GATHER)
+        return _mm512_i32gather_ps(t->idx, row, 4);
+    const __m512 a = _mm512_loadu_ps(row + t->lo);
+    if (t->how == TB_PAIR_16)
+        return _mm512_maskz_permutex2var_ps(t->valid, a, t->idx, _mm512_loadu_ps(row + t->hi));
+    const __m512 x0 = _mm512_maskz_permutex2var_ps(t->valid & (__mmask16)0x00ffu, a, t->idx,
+                                                   _mm512_loadu_ps(row + t->lo + 16));
+    const __m512 x1 = _mm512_maskz_permutex2var_ps(t->valid & (__mmask16)0xff00u,
+                                                   _mm512_loadu_ps(row + t->hi), t->idx,
+                                                   _mm512_loadu_ps(row + t->hi + 16));
+    return _mm512_mask_mov_ps(x0, (__mmask16)0xff00u, x1);
+}
+#endif
+
+/*
+ * n_rows rows, row y read at rows + y * row_stride and written at element
+ * y * out_stride of out.  With `hoist` (width <= TB_ROWS_MAX_WIDTH, known to
+ * the compiler) each block's terms are set up once for all rows; without,
+ * once per row.
+ */
+TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
+                                          const float *restrict rows, int64_t row_stride,
+                                          int64_t n_rows, const float *restrict weight,
+                                          const int32_t *restrict src,
+                                          const int32_t *restrict rel,
+                                          const int32_t *restrict window,
+                                          const int8_t *restrict mode,
+                                          const int32_t *restrict block_window, int64_t n,
+                                          int64_t width, int stream, int kind, int hoist)
 {
     int64_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16) {
         const int64_t b = i / 8;
-        const __m512 acc = tb_gather_block16(row, weight + i * width, src + i * width,
-                                             rel + i * width, window + b * width,
-                                             mode + b * width, block_window[b],
-                                             block_window[b + 1], width);
-        if (stream && ((uintptr_t)(out + i) & 15) == 0)
-            tb_stream_f32(out + i, acc);
-        else
-            _mm512_storeu_ps(out + i, acc);
+        const float *w = weight + i * width;
+        const int32_t *s = src + i * width, *r = rel + i * width, *win = window + b * width;
+        const int8_t *m = mode + b * width;
+        if (hoist) {
+            tb_term16 t[TB_ROWS_MAX_WIDTH];
+            for (int64_t k = 0; k < width; ++k)
+                t[k] = tb_term16_setup(w, s, r, win, m, block_window[b], block_window[b + 1],
+                                       width, k);
+            for (int64_t y = 0; y < n_rows; ++y) {
+                const float *row = rows + y * row_stride;
+                __m512 acc = _mm512_setzero_ps();
+                for (int64_t k = 0; k < width; ++k)
+                    acc = _mm512_add_ps(acc, _mm512_mul_ps(t[k].w, tb_term16_read(&t[k], row)));
+                tb_out16(out, y * out_stride + i, acc, 16, stream, kind);
+            }
+        } else {
+            for (int64_t y = 0; y < n_rows; ++y) {
+                const float *row = rows + y * row_stride;
+                __m512 acc = _mm512_setzero_ps();
+                for (int64_t k = 0; k < width; ++k) {
+                    const tb_term16 t = tb_term16_setup(w, s, r, win, m, block_window[b],
+                                                        block_window[b + 1], width, k);
+                    acc = _mm512_add_ps(acc, _mm512_mul_ps(t.w, tb_term16_read(&t, row)));
+                }
+                tb_out16(out, y * out_stride + i, acc, 16, stream, kind);
+            }
+        }
     }
     /* The last one or two blocks, the last one whole or not, its tail stored
-     * under a mask (the table is padded to whole blocks, and the row buffer's
-     * spare elements cover the windows). */
-    for (; i < n; i += 8) {
-        const int64_t b = i / 8;
-        const __m256 acc = tb_gather_block8(row, weight + i * width, src + i * width,
-                                            rel + i * width, window + b * width,
-                                            mode + b * width, block_window[b], width);
-        if (n - i < 8)
-            _mm256_mask_storeu_ps(out + i, (__mmask8)((1u << (n - i)) - 1u), acc);
-        else if (stream && ((uintptr_t)(out + i) & 15) == 0)
-            TB_STREAM8(out + i, acc);
-        else
-            _mm256_storeu_ps(out + i, acc);
-    }
+     * under a mask (the table is padded to whole blocks, and the rows' spare
+     * elements cover the windows). */
+    const int64_t end8 = n;
 #elif defined(__AVX2__)
-    for (; i + 8 <= n; i += 8) {
+    const int64_t end8 = n - n % 8;
+#endif
+#if defined(__AVX2__)
+    for (; i < end8; i += 8) {
         const int64_t b = i / 8;
-        const __m256 acc = tb_gather_block8(row, weight + i * width, src + i * width,
-                                            rel + i * width, window + b * width,
-                                            mode + b * width, block_window[b], width);
-        if (stream && ((uintptr_t)(out + i) & 15) == 0)
-            TB_STREAM8(out + i, acc);
-        else
-            _mm256_storeu_ps(out + i, acc);
+        const int64_t n_valid = n - i < 8 ? n - i : 8;
+        const float *w = weight + i * width;
+        const int32_t *s = src + i * width, *r = rel + i * width, *win = window + b * width;
+        const int8_t *m = mode + b * width;
+        if (hoist) {
+            tb_term8 t[TB_ROWS_MAX_WIDTH];
+            for (int64_t k = 0; k < width; ++k)
+                t[k] = tb_term8_setup(w, s, r, win, m, block_window[b], k);
+            for (int64_t y = 0; y < n_rows; ++y) {
+                const float *row = rows + y * row_stride;
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t k = 0; k < width; ++k)
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w, tb_term8_read(&t[k], row)));
+                tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+            }
+        } else {
+            for (int64_t y = 0; y < n_rows; ++y) {
+                const float *row = rows + y * row_stride;
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t k = 0; k < width; ++k) {
+                    const tb_term8 t = tb_term8_setup(w, s, r, win, m, block_window[b], k);
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(t.w, tb_term8_read(&t, row)));
+                }
+                tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+            }
+        }
     }
 #endif
-    (void)stream;
     (void)block_window;
     (void)rel;
     (void)window;
     (void)mode;
+    (void)stream;
+    (void)hoist;
     for (; i < n; ++i) {
         const int64_t base = (i / 8) * 8 * width + i % 8;
-        float acc = 0.0f;
-        for (int64_t k = 0; k < width; ++k)
-            acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
-        out[i] = acc;
+        for (int64_t y = 0; y < n_rows; ++y) {
+            const float *row = rows + y * row_stride;
+            float acc = 0.0f;
+            for (int64_t k = 0; k < width; ++k)
+                acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
+            tb_out1(out, y * out_stride + i, acc, kind);
+        }
     }
 }
 
-/* The common widths (1 to 8 terms per point) get copies with the width known
- * to the compiler, which then unrolls the loops over terms. */
-static inline void tb_gather_f32(float *restrict out, const float *restrict row,
-                                 const float *restrict weight, const int32_t *restrict src,
-                                 const int32_t *restrict rel, const int32_t *restrict window,
-                                 const int8_t *restrict mode,
-                                 const int32_t *restrict block_window, int64_t n,
-                                 int64_t width, int stream)
-{
-    switch (width) {
-#define TB_GATHER_WIDTH(K)                                                                  \
+/* The widths 1 to 8 get copies with the width known to the compiler (which
+ * then unrolls the loops over terms and keeps their set-up in registers),
+ * each kind of output its own. */
+#define TB_GATHER_ROWS_CASE(K, KIND)                                                        \
     case K:                                                                                 \
-        tb_gather_f32_body(out, row, weight, src, rel, window, mode, block_window, n, K,    \
-                           stream);                                                         \
+        tb_gather_rows_body(out, out_stride, rows, row_stride, n_rows, weight, src, rel,    \
+                            window, mode, block_window, n, K, stream, KIND, 1);             \
         return;
-    TB_GATHER_WIDTH(1)
-    TB_GATHER_WIDTH(2)
-    TB_GATHER_WIDTH(3)
-    TB_GATHER_WIDTH(4)
-    TB_GATHER_WIDTH(5)
-    TB_GATHER_WIDTH(6)
-    TB_GATHER_WIDTH(7)
-    TB_GATHER_WIDTH(8)
-#undef TB_GATHER_WIDTH
-    default:
-        tb_gather_f32_body(out, row, weight, src, rel, window, mode, block_window, n, width,
-                           stream);
+#define TB_DEFINE_GATHER_ROWS(NAME, OUT_T, KIND)                                            \
+    static inline void NAME(OUT_T *restrict out, int64_t out_stride,                       \
+                            const float *restrict rows, int64_t row_stride, int64_t n_rows, \
+                            const float *restrict weight, const int32_t *restrict src,      \
+                            const int32_t *restrict rel, const int32_t *restrict window,    \
+                            const int8_t *restrict mode,                                    \
+                            const int32_t *restrict block_window, int64_t n, int64_t width, \
+                            int stream)                                                     \
+    {                                                                                       \
+        switch (width) {                                                                    \
+        TB_GATHER_ROWS_CASE(1, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(2, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(3, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(4, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(5, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(6, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(7, KIND)                                                        \
+        TB_GATHER_ROWS_CASE(8, KIND)                                                        \
+        default:                                                                            \
+            tb_gather_rows_body(out, out_stride, rows, row_stride, n_rows, weight, src,     \
+                                rel, window, mode, block_window, n, width, stream, KIND, 0);\
+        }                                                                                   \
     }
-}
 
+TB_DEFINE_GATHER_ROWS(tb_gather_rows_f32, float, TB_OUT_F32)
+TB_DEFINE_GATHER_ROWS(tb_gather_rows_f16, uint16_t, TB_OUT_F16)
+TB_DEFINE_GATHER_ROWS(tb_gather_rows_bf16, uint16_t, TB_OUT_BF16)
+
+/* float64 rows: a gather per k (8 doubles per block). */
 static inline void tb_gather_f64(double *restrict out, const double *restrict row,
                                  const double *restrict weight, const int32_t *restrict src,
                                  int64_t n, int64_t width, int stream)
