@@ -272,46 +272,51 @@ def test_kernel_variants_are_bitwise_identical_on_tails_layouts_and_threads(
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("out_lay", OUT_LAYOUTS)
-def test_kernel_variants_agree_on_non_finite_and_overflowing_values(dtype, out_lay):
+@pytest.mark.parametrize("in_lay", IN_LAYOUTS)
+def test_variants_and_layouts_agree_on_non_finite_and_overflowing_values(dtype, in_lay):
     """NaN (with payloads), infinities, the largest finite values (whose sums
     overflow when rounded to the storage type) and values near the smallest
-    subnormals: every variant gives the same bits, also where a 16-bit result
-    is rounded in registers by the vector W pass and element by element by
-    the scalar one -- except the sign and payload of NaN results, which
-    follow the operand order each compiled loop happens to use (documented
-    in docs/numerics.md): there the variants agree that the result is NaN."""
-    variants = _dispatch.available_variants()
-    if len(variants) < 2:
-        pytest.skip(f"only {variants} built or runnable here")
+    subnormals: every variant, grad_out layout, grad_input layout and thread
+    count gives the same bits as the baseline on contiguous arrays, also where
+    a 16-bit result is rounded in registers by a vector W pass and element by
+    element by the scalar one -- except the sign and payload of NaN results,
+    which follow the operand order each compiled loop happens to use
+    (docs/numerics.md): there they agree that the result is NaN."""
     dt = np_dtype(dtype)
-    info = np.finfo(np.float32 if dt.itemsize == 2 and dtype == "bfloat16" else dt)
-    big = float(np.finfo(dt).max) if dtype != "bfloat16" else 3.3e38
+    tiny = float(np.finfo(np.float32 if dtype == "bfloat16" else dt).tiny)
+    big = 3.3e38 if dtype == "bfloat16" else float(np.finfo(dt).max)
     rng = np.random.default_rng(21)
+    seen_nan = seen_inf = False
     for k, (n, c, ins, outs) in enumerate(TAIL_SHAPES[:13] + TAIL_SHAPES[-1:]):
         g = random_grad((n, c) + outs, dtype, seed=k).astype(np.float64)
         pick = rng.random(g.shape)
         g[pick < 0.02] = np.nan
         g[(pick >= 0.02) & (pick < 0.03)] = np.inf
         g[(pick >= 0.03) & (pick < 0.04)] = -np.inf
-        g[(pick >= 0.04) & (pick < 0.2)] = big * np.sign(g[(pick >= 0.04) & (pick < 0.2)])
-        g[(pick >= 0.2) & (pick < 0.3)] *= float(info.tiny)
+        huge = (pick >= 0.04) & (pick < 0.2)
+        g[huge] = big * np.sign(g[huge])
+        g[(pick >= 0.2) & (pick < 0.3)] *= tiny
         g = g.astype(dt)
         if dt.itemsize == 2:  # NaN payloads other than the default quiet NaN
-            u = g.view(np.uint16)
-            u[pick < 0.01] |= 0x0015
+            g.view(np.uint16)[pick < 0.01] |= 0x0015
         size = (n, c) + ins
-        expected = run_variant("baseline", g, size, out_lay, False, 1).view(dt)
+        expected = run_variant("baseline", g, size, "ncdhw", False, 1).view(dt)
         nan = np.isnan(expected.astype(np.float64))
-        assert nan.any() and not nan.all()
-        for name in variants:
-            for n_threads, stream in ((1, False), (2, True)):
-                got = run_variant(name, g, size, out_lay, False, n_threads, stream).view(dt)
-                where = f"{name} {size} {n_threads}t {stream}"
+        assert not nan.all()
+        seen_nan |= bool(nan.any())
+        seen_inf |= bool(np.isinf(expected.astype(np.float64)).any())
+        src = in_layout(g, in_lay)
+        for name in _dispatch.available_variants():
+            for n_threads, stream in ((1, False), (2, True), (3, False)):
+                out_lay = OUT_LAYOUTS[(k + n_threads) % 2]
+                got = run_variant(name, src, size, out_lay, False, n_threads, stream)
+                got = got.view(dt).reshape(expected.shape)
+                where = f"{name} {size} {out_lay} {n_threads}t {stream}"
                 np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan,
                                               err_msg=where)
                 np.testing.assert_array_equal(bits(got[~nan]), bits(expected[~nan]),
                                               err_msg=where)
+    assert seen_nan and seen_inf
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -457,12 +457,15 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
     for float64 data), with L = oW (or oW * C channels-last):
 
     * the D-reduced plane in progress, oH * L elements;
-    * the H-reduced plane, iH rows of L + 17 elements (rounded to 64 bytes),
+    * the H-reduced plane, iH rows of L + 33 elements (rounded to 64 bytes),
       or one such row channels-last, where each row is reduced over W at once;
     * two converted grad_out rows (2 * L), only when ``grad_out``'s rows are
       not unit-stride (strided, reversed or transposed views);
-    * one output row (iW or iW * C), unless float32/float64 rows are written
-      in place (unit-stride ``grad_input`` rows, not streamed).
+    * output rows (iW * C channels-last, else up to 8 rows of iW) unless the
+      W pass writes ``grad_input``'s rows in place: unit-stride rows of
+      float32/float64 (streamed channels-last rows only with a multiple of
+      8 channels), and of float16/bfloat16 when ``grad_out`` is
+      channels-first.
 
     No case copies a whole array: float16/bfloat16 rows are widened as they
     are read.  The size is 0 for an empty batch.

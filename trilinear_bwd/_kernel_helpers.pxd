@@ -293,47 +293,43 @@ cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* 
         tb_reduce_rows_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
 
 
-cdef inline void w_pass(floating* out, floating* row, const Axis* ax,
-                        int64_t v, int64_t L, bint stream) noexcept nogil:
-    # The W backward of one row (``row`` has a zero sentinel at index L and
-    # room for 16 elements after it).  With C channels per position it is an
-    # axpy over C contiguous channels per term; with one (channels-first) it
-    # is a gather along the row over the padded table, 8 output points at a
-    # time where AVX2 exists.  Either way optionally with streaming stores.
-    # An axis whose padded table would be too large (width 0, see
-    # _tables.PADDED_LIMIT) takes the axpy with one channel: the same terms
-    # in the same order, so the same bits.
-    cdef const floating* w = <const floating*> ax.weight
-    cdef const floating* pw = <const floating*> ax.padded_weight
-    cdef const int32_t* ps = ax.padded_src
-    if v == 1 and ax.width > 0:
-        row[L] = 0
-        if floating is float:
-            tb_gather_rows_f32(out, 0, row, 0, 1, pw, ps, ax.padded_rel, ax.window, ax.mode,
-                               ax.block_window, ax.n_in, ax.width, stream)
-        else:
-            tb_gather_f64(out, row, pw, ps, ax.n_in, ax.width, stream)
-    elif floating is float:
-        tb_w_channels_f32(out, row, ax.ptr, ax.src, w, ax.n_in, v, stream)
-    else:
-        tb_w_channels_f64(out, row, ax.ptr, ax.src, w, ax.n_in, v, stream)
-
-
-cdef inline void w_pass_rows(floating* out, int64_t out_stride, floating* rows,
-                             int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t L,
-                             bint stream) noexcept nogil:
-    # The channels-first W backward of n_rows rows, ``row_stride`` apart, each
-    # with its zero sentinel already set, into rows ``out_stride`` apart: the
-    # same bits as w_pass row by row, with the table set up once per call.
-    cdef int64_t y
+cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int64_t v,
+                        bint stream) noexcept nogil:
+    # The W backward of one row of v channels per position, as an axpy over
+    # the v contiguous channels per term (the channels-last W pass, and the
+    # channels-first one of an axis without a padded table), optionally with
+    # streaming stores.
     if floating is float:
-        if ax.width > 0:
-            tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows,
-                               <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
-                               ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, stream)
-            return
-    for y in range(n_rows):
-        w_pass(out + y * out_stride, rows + y * row_stride, ax, 1, L, stream)
+        tb_w_channels_f32(out, row, ax.ptr, ax.src, <const float*> ax.weight, ax.n_in, v,
+                          stream)
+    else:
+        tb_w_channels_f64(out, row, ax.ptr, ax.src, <const double*> ax.weight, ax.n_in, v,
+                          stream)
+
+
+cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* rows,
+                             int64_t row_stride, int64_t n_rows, const Axis* ax,
+                             bint stream) noexcept nogil:
+    # The channels-first W backward of n_rows rows, ``row_stride`` apart, into
+    # rows ``out_stride`` apart.  Each row has its zero sentinel at index oW
+    # and 32 readable elements after it.  Over the padded table, a gather
+    # along the row (float32: _w_gather.h, one table set-up for all the rows;
+    # float64: a gather per term); an axis whose padded table would be too
+    # large (width 0, see _tables.PADDED_LIMIT) takes the axpy with one
+    # channel: the same terms in the same order, so the same bits.
+    cdef int64_t y
+    if ax.width == 0:
+        for y in range(n_rows):
+            w_pass(out + y * out_stride, rows + y * row_stride, ax, 1, stream)
+    elif floating is float:
+        tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows,
+                           <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
+                           ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, stream)
+    else:
+        for y in range(n_rows):
+            tb_gather_f64(out + y * out_stride, rows + y * row_stride,
+                          <const double*> ax.padded_weight, ax.padded_src, ax.n_in, ax.width,
+                          stream)
 
 
 cdef inline void w_pass_rows_16(uint16_t* out, int64_t out_stride, const float* rows,

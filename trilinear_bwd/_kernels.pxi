@@ -94,9 +94,9 @@ cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating
                               floating* out, floating* ws) noexcept nogil:
     # The W pass of one H-reduced row, written to grad_input at element ``off``.
     if p.out_direct:
-        w_pass((<floating*> gin) + off, h_row, &p.ax_w, p.v, p.L, p.stream)
+        w_pass((<floating*> gin) + off, h_row, &p.ax_w, p.v, p.stream)
     else:
-        w_pass(out, h_row, &p.ax_w, p.v, p.L, False)
+        w_pass(out, h_row, &p.ax_w, p.v, False)
         store_row(gin, off, out, &p.gin.row, p.dtype, p.stream,
                   <void*> ((<char*> ws) + p.off_narrow))
 
@@ -110,7 +110,9 @@ cdef inline void _prefetch_item(const Problem* p, const char* gout, int64_t item
     cdef int64_t items_per_slice = p.id  # one input plane per channels-first item
     cdef int64_t b = item // items_per_slice
     cdef int64_t a = item - b * items_per_slice
-    cdef int64_t esize = 2 if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16 else acc_size
+    cdef int64_t esize = acc_size
+    if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16:
+        esize = 2
     tb_prefetch_rows(gout + ((b // p.nb2) * p.gout.s_b1 + (b % p.nb2) * p.gout.s_b2) * esize,
                      p.gout.s_d * esize, p.ax_d.ptr + a, p.ax_d.src, TB_PF_NEXT_ITEM)
 
@@ -197,7 +199,7 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
             h_rows = acc_h + row * p.h_stride
             off = gi_base + row * p.gin.s_h
             if not p.out_direct:
-                w_pass_rows(out, p.ax_w.n_in, h_rows, p.h_stride, step, &p.ax_w, L, False)
+                w_pass_rows(out, p.ax_w.n_in, h_rows, p.h_stride, step, &p.ax_w, False)
                 for y in range(step):
                     store_row(gin, off + y * p.gin.s_h, out + y * p.ax_w.n_in, &p.gin.row,
                               p.dtype, p.stream, <void*> ((<char*> ws) + p.off_narrow))
@@ -207,7 +209,7 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
                                    &p.ax_w, p.dtype == DT_BFLOAT16)
             else:
                 w_pass_rows((<floating*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
-                            &p.ax_w, L, p.stream)
+                            &p.ax_w, p.stream)
             row += step
     if p.stream:
         tb_store_fence()

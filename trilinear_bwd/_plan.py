@@ -30,7 +30,8 @@ accumulation type (float32, or float64 for float64 data):
   rows that are not unit-stride; unit-stride float16/bfloat16 rows are
   widened inside the D pass's axpy);
 * ``out``: finished grad_input rows before they are rounded and stored
-  (absent when rows are written in place: float32/float64, unit stride);
+  (absent when the W pass writes rows in place: unit-stride rows of
+  float32/float64, and of float16/bfloat16 channels-first);
 * ``narrow``: that row rounded to float16/bfloat16, when float16/bfloat16
   rows are streamed (never by default, see :func:`streamed`; the kernel
   keeps the path, and the tests force it).
@@ -68,10 +69,10 @@ CHANNELS_LAST_PLANES_PER_ITEM = 2
 # cost more than the set-ups saved; where rows go through a buffer (strided
 # rows, or no padded table for 16-bit storage), the buffer's rows.
 W_ROWS_STREAMED = 4
-# Elements after a row's sentinel that a W window (up to 32 elements from a
-# real source) may read: _w_gather.h, TB_WINDOW32.
-W_SPARE = 32
 W_ROWS_BUFFERED = 8
+# Elements after an acc_h row's sentinel that a W window (up to 32 elements
+# from a real source, _w_gather.h's TB_WINDOW32) may read.
+W_SPARE = 32
 
 
 def _round_up(nbytes):
