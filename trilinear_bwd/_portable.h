@@ -9,4 +9,13 @@
 #define TB_ALWAYS_INLINE static inline __attribute__((always_inline))
 #endif
 
+/* C templates (_row_sums_t.h, _w_channels_t.h) are included once per
+ * accumulation type with TB_T (float or double) and TB_S (f32 or f64)
+ * defined; TB_TYPED(tb_axpy_) names that type's copy (tb_axpy_f32), and
+ * TB_V(load) its vector operation (tb_load_f32, from _simd.h). */
+#define TB_CAT_(a, b) a##b
+#define TB_CAT(a, b) TB_CAT_(a, b)
+#define TB_TYPED(name) TB_CAT(name, TB_S)
+#define TB_V(op) TB_CAT(tb_##op##_, TB_S)
+
 #endif

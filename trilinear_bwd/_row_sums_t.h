@@ -1,0 +1,226 @@
+/*
+ * The row sums of _row_sums.h for one accumulation type: a C template,
+ * included once with TB_T float, TB_S f32 and TB_HALF_ROWS set where the
+ * variant has float16/bfloat16 vectors, and once with TB_T double, TB_S f64
+ * and TB_HALF_ROWS 0 (16-bit rows always sum into float32).  Every name it
+ * defines ends in the type's suffix (TB_TYPED, _portable.h).  No include
+ * guard: it is meant to be included more than once.
+ */
+
+/* acc = (first ? 0 : acc) + w * x, n elements. */
+static inline void TB_TYPED(tb_axpy_)(TB_T *restrict acc, TB_T w, const TB_T *restrict x,
+                                      int64_t n, int first)
+{
+    if (first)
+        for (int64_t k = 0; k < n; ++k)
+            acc[k] = (TB_T)0 + w * x[k];
+    else
+        for (int64_t k = 0; k < n; ++k)
+            acc[k] = acc[k] + w * x[k];
+}
+
+/* acc = ((first ? 0 : acc) + w0 * x0) + w1 * x1, n elements. */
+static inline void TB_TYPED(tb_axpy2_)(TB_T *restrict acc, TB_T w0, const TB_T *restrict x0,
+                                       TB_T w1, const TB_T *restrict x1, int64_t n, int first)
+{
+    if (first)
+        for (int64_t k = 0; k < n; ++k)
+            acc[k] = ((TB_T)0 + w0 * x0[k]) + w1 * x1[k];
+    else
+        for (int64_t k = 0; k < n; ++k)
+            acc[k] = (acc[k] + w0 * x0[k]) + w1 * x1[k];
+}
+
+/* Element k of row x, any kind of row, in the accumulation type. */
+TB_ALWAYS_INLINE TB_T TB_TYPED(tb_row_elem_)(const void *x, int64_t k, int kind)
+{
+    if (kind == TB_ROWS_SAME)
+        return ((const TB_T *)x)[k];
+    return (TB_T)tb_widen1(((const uint16_t *)x)[k], kind == TB_ROWS_BF16);
+}
+
+#if defined(TB_LANES_f32)
+#define TB_VEC TB_CAT(tb_vec_, TB_S)
+#define TB_LANES TB_CAT(TB_LANES_, TB_S)
+
+/* A vector of row x at element k.  16-bit kinds reach the vector code only
+ * where TB_HALF_ROWS is set (tb_sum_rows_m_ tests it). */
+TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_row_vec_)(const void *x, int64_t k, int kind)
+{
+#if TB_HALF_ROWS
+    if (kind != TB_ROWS_SAME)
+        return tb_load_half((const uint16_t *)x + k, kind == TB_ROWS_BF16);
+#endif
+    (void)kind;
+    return TB_V(load)((const TB_T *)x + k);
+}
+
+/* One vector of acc at element k, summed over the m rows in a register. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_sum_vec_)(TB_T *restrict acc, const void *const *x,
+                                            const TB_VEC *wv, int64_t m, int64_t k,
+                                            int first, int kind)
+{
+    TB_VEC a = first ? TB_V(zero)() : TB_V(load)(acc + k);
+    for (int64_t j = 0; j < m; ++j)
+        a = TB_V(add)(a, TB_V(mul)(wv[j], TB_TYPED(tb_row_vec_)(x[j], k, kind)));
+    TB_V(store)(acc + k, a);
+}
+
+#if TB_HAVE_MASKS
+/* The first `part` (< lanes) elements of row x from element k, zeros after them. */
+TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_row_vec_head_)(const void *x, int64_t k, int64_t part,
+                                                   int kind)
+{
+#if TB_HALF_ROWS
+    if (kind != TB_ROWS_SAME)
+        return tb_load_half_head((const uint16_t *)x + k, part, kind == TB_ROWS_BF16);
+#endif
+    (void)kind;
+    return TB_V(load_head)((const TB_T *)x + k, part);
+}
+
+/* A partial vector, `part` elements of acc from k, under a mask (see _simd.h). */
+TB_ALWAYS_INLINE void TB_TYPED(tb_sum_vec_head_)(TB_T *restrict acc, const void *const *x,
+                                                 const TB_VEC *wv, int64_t m, int64_t k,
+                                                 int64_t part, int first, int kind)
+{
+    TB_VEC a = first ? TB_V(zero)() : TB_V(load_head)(acc + k, part);
+    for (int64_t j = 0; j < m; ++j)
+        a = TB_V(add)(a, TB_V(mul)(wv[j], TB_TYPED(tb_row_vec_head_)(x[j], k, part, kind)));
+    TB_V(store_head)(acc + k, a, part);
+}
+#endif
+#endif
+
+/*
+ * acc[k] = (((first ? 0 : acc[k]) + w[0] * x[0][k]) + w[1] * x[1][k]) + ...
+ * over m <= TB_ROWS_PER_SUM rows, for k < n.
+ */
+TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *const *x,
+                                               const TB_T *restrict w, int64_t m, int64_t n,
+                                               int first, int prefetch, int kind)
+{
+    int64_t k = 0;
+#if defined(TB_LANES_f32)
+    if (kind == TB_ROWS_SAME || TB_HALF_ROWS) {
+        const int64_t elem = kind == TB_ROWS_SAME ? (int64_t)sizeof(TB_T) : 2;
+        const int64_t ahead = kind == TB_ROWS_SAME ? TB_PF_AHEAD : TB_PF_AHEAD_16;
+        TB_VEC wv[TB_ROWS_PER_SUM];
+        for (int64_t j = 0; j < m; ++j)
+            wv[j] = TB_V(set1)(w[j]);
+#if TB_HAVE_MASKS
+        /* A row longer than a vector starts with the elements before the
+         * first vector boundary of x[0], so that the full vectors after them
+         * read x[0] (and, for a plane read in one sweep, every row, whose
+         * offsets are whole lines apart) without a load that straddles two
+         * cache lines, which a 64-byte load at any other offset always does. */
+        if (n > TB_LANES) {
+            const uintptr_t vbytes = (uintptr_t)(TB_LANES * elem);
+            const int64_t head = (int64_t)((0 - (uintptr_t)x[0]) & (vbytes - 1)) / elem;
+            if (head) {
+                TB_TYPED(tb_sum_vec_head_)(acc, x, wv, m, k, head, first, kind);
+                k += head;
+            }
+        }
+#endif
+        if (prefetch)
+            for (; k + TB_LANES <= n; k += TB_LANES) {
+                for (int64_t j = 0; j < m; ++j)
+                    _mm_prefetch((const char *)x[j] + k * elem + ahead, _MM_HINT_T0);
+                TB_TYPED(tb_sum_vec_)(acc, x, wv, m, k, first, kind);
+            }
+        for (; k + TB_LANES <= n; k += TB_LANES)
+            TB_TYPED(tb_sum_vec_)(acc, x, wv, m, k, first, kind);
+#if TB_HAVE_MASKS
+        /* The last, partial vector of the row: the row is done. */
+        if (k < n)
+            TB_TYPED(tb_sum_vec_head_)(acc, x, wv, m, k, n - k, first, kind);
+        return;
+#endif
+    }
+#else
+    (void)prefetch;
+#endif
+    for (; k < n; ++k) {
+        TB_T a = first ? (TB_T)0 : acc[k];
+        for (int64_t j = 0; j < m; ++j)
+            a = a + w[j] * TB_TYPED(tb_row_elem_)(x[j], k, kind);
+        acc[k] = a;
+    }
+}
+
+/* Each count of rows up to TB_ROWS_PER_SUM gets its own copy with the count
+ * known to the compiler, which then unrolls the loop over rows. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_)(TB_T *restrict acc, const void *const *x,
+                                             const TB_T *restrict w, int64_t m, int64_t n,
+                                             int first, int prefetch, int kind)
+{
+    switch (m) {
+    case 1: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 1, n, first, prefetch, kind); return;
+    case 2: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 2, n, first, prefetch, kind); return;
+    case 3: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 3, n, first, prefetch, kind); return;
+    case 4: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 4, n, first, prefetch, kind); return;
+    case 5: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 5, n, first, prefetch, kind); return;
+    case 6: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 6, n, first, prefetch, kind); return;
+    case 7: TB_TYPED(tb_sum_rows_m_)(acc, x, w, 7, n, first, prefetch, kind); return;
+    default: /* m == TB_ROWS_PER_SUM */
+        TB_TYPED(tb_sum_rows_m_)(acc, x, w, TB_ROWS_PER_SUM, n, first, prefetch, kind);
+    }
+}
+
+/*
+ * Rows r < n_rows of acc (acc_stride apart): the sum over the terms
+ * ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :], n elements,
+ * TB_ROWS_PER_SUM terms per register sum.  One call covers a whole plane of
+ * short rows.  Rows of the accumulation type read from cache (prefetch
+ * clear) with one or two terms take the plain axpy loops, which have less to
+ * set up per row.
+ */
+TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
+    TB_T *restrict acc, int64_t acc_stride, const void *rows, int64_t stride,
+    const int64_t *restrict ptr, const int64_t *restrict src, const TB_T *restrict w,
+    int64_t n_rows, int64_t n, int prefetch, int kind)
+{
+    const void *x[TB_ROWS_PER_SUM];
+    const int64_t row_bytes = stride * (kind == TB_ROWS_SAME ? (int64_t)sizeof(TB_T) : 2);
+    for (int64_t r = 0; r < n_rows; ++r) {
+        TB_T *restrict out = acc + r * acc_stride;
+        const int64_t t0 = ptr[r], t1 = ptr[r + 1];
+        if (t0 == t1)
+            for (int64_t k = 0; k < n; ++k)
+                out[k] = (TB_T)0;
+        if (kind == TB_ROWS_SAME && t1 - t0 == 1 && !prefetch) {
+            TB_TYPED(tb_axpy_)(out, w[t0], (const TB_T *)rows + src[t0] * stride, n, 1);
+            continue;
+        }
+        if (kind == TB_ROWS_SAME && t1 - t0 == 2 && !prefetch) {
+            TB_TYPED(tb_axpy2_)(out, w[t0], (const TB_T *)rows + src[t0] * stride, w[t0 + 1],
+                                (const TB_T *)rows + src[t0 + 1] * stride, n, 1);
+            continue;
+        }
+        for (int64_t t = t0; t < t1;) {
+            const int64_t m = t1 - t < TB_ROWS_PER_SUM ? t1 - t : TB_ROWS_PER_SUM;
+            for (int64_t j = 0; j < m; ++j)
+                x[j] = (const char *)rows + src[t + j] * row_bytes;
+            TB_TYPED(tb_sum_rows_)(out, x, w + t, m, n, t == t0, prefetch, kind);
+            t += m;
+        }
+    }
+}
+
+/* Rows of the accumulation type itself. */
+static inline void TB_TYPED(tb_reduce_rows_)(TB_T *restrict acc, int64_t acc_stride,
+                                             const TB_T *rows, int64_t stride,
+                                             const int64_t *restrict ptr,
+                                             const int64_t *restrict src,
+                                             const TB_T *restrict w, int64_t n_rows, int64_t n,
+                                             int prefetch)
+{
+    TB_TYPED(tb_reduce_rows_body_)(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n,
+                                   prefetch, TB_ROWS_SAME);
+}
+
+#if defined(TB_LANES_f32)
+#undef TB_VEC
+#undef TB_LANES
+#endif
