@@ -73,7 +73,9 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 #undef TB_HALF_ROWS
 
 /* Ask for the first `nbytes` of each row src[t] * row_bytes past `rows`,
- * ptr[0] <= t < ptr[1]: the start of a later D sum, fetched while other work runs. */
+ * ptr[0] <= t < ptr[1]: the start of a later D sum, fetched while other work
+ * runs.  A plane shorter than `nbytes` has the request run past it, perhaps
+ * past the array: prefetches never fault (one to an unmapped page is dropped). */
 static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes,
                                     const int64_t *restrict ptr, const int64_t *restrict src,
                                     int64_t nbytes)
