@@ -266,7 +266,7 @@ def test_unpadded_w_pass_gives_the_same_bits(dtype, monkeypatch):
     g = random_grad(shape, dtype, seed=11)
     padded = pytorch_named(g, shape[2:], input_size, False, (0.0, 0.0, 0.0))
     monkeypatch.setattr(_tables, "PADDED_LIMIT", -1)
-    _tables._cached_axis_table.cache_clear()
+    _tables.clear_cache()
     _plan.clear_plans()
     try:
         size, ex = tb.get_workspace_size(g, shape[2:], input_size, False, 0.0, 0.0, 0.0,
@@ -276,7 +276,7 @@ def test_unpadded_w_pass_gives_the_same_bits(dtype, monkeypatch):
         assert ex.grad_input.tobytes() == padded.tobytes()
     finally:
         monkeypatch.undo()
-        _tables._cached_axis_table.cache_clear()
+        _tables.clear_cache()
         _plan.clear_plans()
 
 
@@ -290,7 +290,7 @@ def test_padded_table_kept_for_every_pytorch_geometry():
                 scales.append(s)
             for align in (False, True):
                 for s in scales:
-                    t = _tables._axis_table(n_in, n_out, align, s, "<f4", n_out)
+                    t = _tables.axis_table(n_in, n_out, align, s, "<f4", n_out)
                     assert t["width"] > 0, (n_in, n_out, align, s)
 
 

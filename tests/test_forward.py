@@ -75,7 +75,7 @@ def exact(x, output_size, align_corners=False, scales=ZERO_SCALES):
     opmath = reference.opmath_of(x.dtype)
     with np.errstate(invalid="ignore"):  # 0 * Inf and Inf - Inf are NaN, as they should be
         return reference.forward(np.asarray(x).astype(np.float64), output_size, align_corners,
-                                 scales, opmath)
+                                 scales, opmath, storage=x.dtype)
 
 
 def forward_bound(x, output_size, align_corners=False, scales=ZERO_SCALES):

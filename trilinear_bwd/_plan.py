@@ -260,7 +260,7 @@ def make_plan(args, n_threads):
     windows = args.window or (None, None, None)
     tables = [
         axis_table(n_in, n_out, args.align_corners, s, acc, sentinel=sentinel,
-                   forward=args.op == "forward", window=window)
+                   forward=args.op == "forward", window=window, storage=go.dtype)
         for n_in, n_out, s, sentinel, window in zip(
             args.input_size[2:], args.output_size, args.scales,
             (None, None, None if v > 1 else length), windows)

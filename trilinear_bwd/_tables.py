@@ -1,14 +1,41 @@
-"""Per-axis source indices and weights, computed once in float64 (spec, "Precision")."""
+"""Per-axis source indices and weights, computed once in float64 (spec, "Precision").
 
-import functools
+Everything here is O(n) NumPy per axis: no Python loop runs per point, so
+planning an axis of 2**20 points costs milliseconds (docs/performance.md,
+"Planning").  Tables are cached by bytes (:data:`CACHE_BYTES`), and a
+block of a larger call (``trilinear_bwd.dask``) cuts its table from the
+whole axis's terms (:class:`AxisTerms`) instead of rebuilding the axis.
+"""
+
+import collections
+import os
+import threading
 
 import numpy as np
 
 # How the vector W pass reads one (block, k) of the padded table (_w_gather.h).
 GATHER, WINDOW8, WINDOW16, WINDOW32 = 0, 1, 2, 3
 
+# Storage types whose forward weights PyTorch rounds to the storage type
+# (see pytorch_coefficients).
+HALF_TYPES = ("float16", "bfloat16")
 
-def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64):
+
+def _coordinates(n_in, n_out, align_corners, scale):
+    """The float64 source coordinate of every output point (clamped at 0)."""
+    j = np.arange(n_out, dtype=np.int64)
+    if align_corners:
+        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        return j * step
+    # Any positive finite scale reaches here under CANN's rules (which do
+    # not check it against n_out): 1 / scale may be huge or inf, and so may
+    # the coordinates.
+    step = 1.0 / scale if scale > 0 else n_in / n_out
+    with np.errstate(over="ignore"):
+        return np.maximum((j + 0.5) * step - 0.5, 0.0)
+
+
+def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64, storage=None):
     """Return the forward interpolation coefficients of one axis.
 
     Output point ``j`` reads ``l0[j] * x[x0[j]] + l1[j] * x[x1[j]]``.
@@ -25,6 +52,11 @@ def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64):
     opmath : {numpy.float64, numpy.float32}
         The type PyTorch computes this dtype's coordinates in (float64 for
         float64 data, float32 otherwise): see :func:`pytorch_zero_pattern`.
+    storage : dtype or str, optional
+        ``float16`` or ``bfloat16`` for the forward of those types, whose
+        weights PyTorch's forward rounds to the storage type (see
+        :func:`pytorch_coefficients`); None (the backward, and every other
+        dtype) when the weights stay in ``opmath``.
 
     Returns
     -------
@@ -35,29 +67,22 @@ def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64):
     if n_in == n_out:
         # The identity, whatever the scale (as PyTorch and CANN do).
         return j, j.copy(), np.ones(n_out), np.zeros(n_out)
-    if align_corners:
-        step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-        src = j * step
-    else:
-        # Any positive finite scale reaches here under CANN's rules (which
-        # do not check it against n_out): 1 / scale may be huge or inf, and
-        # so may the coordinates.
-        step = 1.0 / scale if scale > 0 else n_in / n_out
-        with np.errstate(over="ignore"):
-            src = np.maximum((j + 0.5) * step - 0.5, 0.0)
+    src = _coordinates(n_in, n_out, align_corners, scale)
     # Clamped before the cast, which is undefined past 2**63: beyond
     # n_in - 1 the clamp below gives the same x0, x1 and l1 either way.
     x0 = np.minimum(np.floor(np.minimum(src, n_in)), n_in - 1).astype(np.int64)
     x1 = np.minimum(x0 + 1, n_in - 1)
     l1 = np.clip(src - x0, 0.0, 1.0)
     l0 = 1.0 - l1
-    pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1)
+    pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1,
+                         storage)
     return x0, x1, l0, l1
 
 
 # Points whose float64 coordinate lies this close (relative) to an integer
 # are where PyTorch's own rounding can make a weight exactly zero or not; a
-# coordinate that is not an integer lies at least 1 / (2 * 2**20) from one.
+# coordinate that is not an integer lies at least 1 / (2 * 2**20) from one
+# (for the size ratio; an explicit scale can put it anywhere).
 _NEAR_INTEGER = 1e-9
 # The weight of a term PyTorch has and exact arithmetic has not (its weight
 # there is a rounding error): the least normal float32, enough for 0 * Inf
@@ -65,74 +90,221 @@ _NEAR_INTEGER = 1e-9
 TINY = float(np.finfo(np.float32).tiny)
 
 
-def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1):
+def _unit_roundoff(opmath, storage):
+    """The unit roundoff of the type PyTorch holds this axis's weights in."""
+    name = _half_name(storage)
+    if name == "float16":
+        return 2.0 ** -11
+    if name == "bfloat16":
+        return 2.0 ** -8
+    return float(np.finfo(opmath).eps) / 2
+
+
+def _half_name(storage):
+    if storage is None:
+        return None
+    name = storage if isinstance(storage, str) else np.dtype(storage).name
+    return name if name in HALF_TYPES else None
+
+
+def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1,
+                         storage=None):
     """Make the zero weights those of PyTorch's CPU kernel, in place.
 
-    A zero weight is never skipped, so an Inf in ``grad_out`` becomes NaN
-    exactly where a weight is zero (``0 * Inf``).  Which weights are zero
-    depends on rounding, and PyTorch's differs from the float64 arithmetic
-    here in three ways (see :func:`_pytorch_point`): it computes in its
+    A zero weight is never skipped, so an Inf in ``grad_out`` (or ``x``)
+    becomes NaN exactly where a weight is zero (``0 * Inf``).  Which weights
+    are zero depends on rounding, and PyTorch's differs from the float64
+    arithmetic here (see :func:`pytorch_coefficients`): it computes in its
     "opmath" type (float32 for float32, float16 and bfloat16 data), its
-    compiler fuses ``scale * (j + 0.5) - 0.5`` into one multiply-add, and it
-    floors the coordinate after rounding it to float32.  Where the exact
-    coordinate is an integer, PyTorch's is then often a hair off it: a weight
-    of 3e-17 instead of 0, or a zero weight on the neighbouring point.  At
-    those points only -- where the float64 coordinate is within
-    ``_NEAR_INTEGER`` of an integer -- this takes PyTorch's pair of points
-    and which of its weights are zero, whenever they differ; the weights
-    stay the exact ones (their sum per point), except that a term which
+    compiler fuses ``scale * (j + 0.5) - 0.5`` into one multiply-add, it
+    floors the coordinate after rounding it to float32, and its forward
+    stores float16 and bfloat16 weights in the storage type (``1 - 2**-12``
+    is 1 in float16, and leaves the other weight exactly 0).  Where the
+    exact coordinate is an integer, PyTorch's is then often a hair off it:
+    a weight of 3e-17 instead of 0, or a zero weight on the neighbouring
+    point.
+
+    At every point where PyTorch's pair of points or which of its weights
+    are zero differ from the float64 ones, this takes PyTorch's pair and
+    zero pattern when doing so is a rounding matter: the float64 coordinate
+    is within ``_NEAR_INTEGER`` of an integer, or the exact weight it drops
+    is at most the unit roundoff of the type PyTorch holds the weights in.
+    The weights stay the exact ones (their sum per point); a term which
     PyTorch weights by a rounding error and exact arithmetic not at all gets
-    ``TINY``.  Everywhere else the float64 coefficients stand.
+    ``TINY``.  Everywhere else the float64 coefficients stand (PyTorch's
+    float32 coordinates drift by more than a rounding on long axes, and the
+    library keeps exact weights there).
     """
     # Coordinates of n_in + 1 or more (only from scales that CANN's rules
     # accept and PyTorch's refuse) give x0 = x1 = n_in - 1 and l1 = 1 in
     # PyTorch's rounding as in exact arithmetic; inf is among them.
     with np.errstate(invalid="ignore"):
-        near = (src < n_in + 1) & (
-            np.abs(src - np.rint(src)) <= _NEAR_INTEGER * np.maximum(1.0, src))
-    for k in np.flatnonzero(near):
-        i0, i1, lam0, lam1 = _pytorch_point(n_in, n_out, align_corners, scale, opmath, int(k))
-        if (i0, i1) == (x0[k], x1[k]) and (lam0 == 0.0) == (l0[k] == 0.0) \
-                and (lam1 == 0.0) == (l1[k] == 0.0):
-            continue
-        exact = {int(x0[k]): float(l0[k])}
-        exact[int(x1[k])] = exact.get(int(x1[k]), 0.0) + float(l1[k])
-        w0 = exact.get(i0, 0.0) or TINY
-        w1 = (exact.get(i1, 0.0) if i1 != i0 else 0.0) or TINY
-        x0[k], x1[k] = i0, i1
-        l0[k] = w0 if lam0 != 0.0 else 0.0
-        l1[k] = w1 if lam1 != 0.0 else 0.0
+        inside = np.flatnonzero(src < n_in + 1)
+    if inside.size == 0:
+        return
+    i0, i1, lam0, lam1 = pytorch_coefficients(n_in, n_out, align_corners, scale, opmath,
+                                              storage, inside)
+    a0, a1, w0, w1 = x0[inside], x1[inside], l0[inside], l1[inside]
+    z0, z1 = lam0 == 0.0, lam1 == 0.0
+    differ = (i0 != a0) | (i1 != a1) | (z0 != (w0 == 0.0)) | (z1 != (w1 == 0.0))
+    if not differ.any():
+        return
+    # The exact weight on each of PyTorch's two points (l0, then l1 added).
+    e0 = np.where(a0 == i0, w0, 0.0) + np.where(a1 == i0, w1, 0.0)
+    e1 = np.where(a0 == i1, w0, 0.0) + np.where(a1 == i1, w1, 0.0)
+    distinct = i1 != i0
+    # What taking PyTorch's pattern drops of the exact weights: those on
+    # points it does not read, and those it weights by zero.
+    outside = (np.where((a0 != i0) & (a0 != i1), w0, 0.0)
+               + np.where((a1 != i0) & (a1 != i1), w1, 0.0))
+    dropped = outside + np.where(z0, e0, 0.0) + np.where(z1 & distinct, e1, 0.0)
+    s = src[inside]
+    with np.errstate(invalid="ignore"):
+        near = np.abs(s - np.rint(s)) <= _NEAR_INTEGER * np.maximum(1.0, s)
+    take = differ & (near | (dropped <= _unit_roundoff(opmath, storage)))
+    if not take.any():
+        return
+    k = inside[take]
+    e0, e1, distinct = e0[take], e1[take], distinct[take]
+    n0 = np.where(e0 != 0.0, e0, TINY)
+    n1 = np.where(distinct, e1, 0.0)
+    n1 = np.where(n1 != 0.0, n1, TINY)
+    x0[k], x1[k] = i0[take], i1[take]
+    l0[k] = np.where(z0[take], 0.0, n0)
+    l1[k] = np.where(z1[take], 0.0, n1)
 
 
-def _pytorch_point(n_in, n_out, align_corners, scale, opmath, j):
-    """PyTorch's ``(i0, i1, lambda0, lambda1)`` for output point ``j``, rounded as its kernel rounds.
+def _round_float16(values):
+    return values.astype(np.float16).astype(np.float32)
 
-    Mirrors ``area_pixel_compute_scale``, ``area_pixel_compute_source_index``
-    and ``guard_index_and_lambda`` (ATen's UpSample.h) as its x86-64 and
-    aarch64 builds execute them: in ``opmath``, with the multiply-add of the
-    half-pixel coordinate fused, and ``floorf`` of the coordinate.
+
+def _round_bfloat16(values):
+    """Round float32 values in [0, 1] to bfloat16, nearest-even, as float32."""
+    bits = values.astype(np.float32).view(np.uint32)
+    bits = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) \
+        & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+
+def _two_sum(a, b):
+    s = a + b
+    v = s - a
+    return s, (a - (s - v)) + (b - v)
+
+
+def _two_product(a, b):
+    """``p + e == a * b`` exactly (Dekker), for finite values far from overflow."""
+    p = a * b
+    f = 134217729.0  # 2**27 + 1 splits a double into two 26-bit halves
+    ah = a * f
+    ah = ah - (ah - a)
+    al = a - ah
+    bh = b * f
+    bh = bh - (bh - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def fma64(a, b, c):
+    """``a * b + c`` rounded once to float64, elementwise (what a fused multiply-add gives).
+
+    Boldo and Melquiond's emulation ("Emulation of FMA and correctly rounded
+    sums: proved algorithms using rounding to odd", IEEE TC 2008): the
+    product and the sum split exactly into high and low parts, the low
+    parts added with rounding to odd, then one rounding to nearest.  Valid
+    for finite operands whose product is far from overflow and underflow
+    (``tests/test_tables.py`` checks it against exact rationals).
     """
-    t = np.float32 if np.dtype(opmath) == np.float32 else np.float64
-    if align_corners:
-        step = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
-        real = t(step * t(j))
+    uh, ul = _two_product(a, b)
+    th, tl = _two_sum(c, uh)
+    v, w = _two_sum(tl, ul)
+    # Round to odd: an inexact v with an even significand moves one ulp
+    # toward the exact value.
+    inexact = (w != 0.0) & ((v.view(np.int64) & 1) == 0)
+    v = np.where(inexact, np.nextafter(v, np.where(w > 0.0, np.inf, -np.inf)), v)
+    return th + v
+
+
+def pytorch_coefficients(n_in, n_out, align_corners, scale, opmath, storage=None, points=None):
+    """PyTorch's ``(i0, i1, lambda0, lambda1)`` per output point, rounded as its kernel rounds.
+
+    Mirrors ``area_pixel_compute_scale``, ``area_pixel_compute_source_index``,
+    ``guard_index_and_lambda`` and ``compute_source_index_and_lambda``
+    (ATen's ``native/UpSample.h``) as PyTorch 2.13's x86-64 (AVX2, AVX-512)
+    and aarch64 builds execute them: in ``opmath`` (``at::opmath_type``:
+    float32 for float32, float16 and bfloat16 data), with the multiply-add
+    of the half-pixel coordinate fused, ``floorf`` of the coordinate (so a
+    float64 coordinate is rounded to float32 before it is floored).  The
+    backward (``cpu_upsample_linear_backward``, both layouts) keeps the
+    lambdas in ``opmath``; the forward's generic kernel
+    (``HelperInterpLinear::compute_indices_weights``, which PyTorch runs for
+    NCDHW input and for channels-last input of up to 3 channels) stores
+    them in the data's own type, so for float16 and bfloat16 (``storage``)
+    ``lambda1`` is rounded to it and ``lambda0 = 1 - lambda1`` is computed
+    from the rounded value and rounded again.
+
+    Parameters
+    ----------
+    n_in, n_out, align_corners, scale, opmath, storage
+        As for :func:`axis_coefficients`.
+    points : ndarray of int64, optional
+        The output points to compute (all by default).
+
+    Returns
+    -------
+    i0, i1 : ndarray of int64
+    lambda0, lambda1 : ndarray of float64
+        The values PyTorch's kernel holds (exactly representable in float64).
+    """
+    j = np.arange(n_out, dtype=np.int64) if points is None else np.asarray(points, np.int64)
+    if n_in == n_out:
+        return j, j.copy(), np.ones(j.size), np.zeros(j.size)
+    single = np.dtype(opmath) == np.float32
+    with np.errstate(over="ignore", invalid="ignore"):
+        if single:
+            f32 = np.float32
+            if align_corners:
+                step = f32(n_in - 1) / f32(n_out - 1) if n_out > 1 else f32(0)
+                real = step * j.astype(f32)
+            else:
+                step = f32(1.0 / scale) if scale > 0 else f32(n_in) / f32(n_out)
+                # The fused step * (j + 0.5) - 0.5: exact in float64 wherever
+                # it is >= 0 (a 24-bit step times a 21-bit j + 0.5, minus
+                # 0.5), so the cast to float32 is its one rounding.
+                real = ((np.float64(step) * (j + 0.5)) - 0.5).astype(f32)
+                real = np.maximum(real, f32(0))
+            base = real
+        else:
+            if align_corners:
+                step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+                real = j * step
+            else:
+                step = 1.0 / scale if scale > 0 else n_in / n_out
+                h = j + 0.5
+                if np.isfinite(step) and 0.0 < step < 2.0 ** 900:
+                    real = fma64(np.full(j.size, step), h, np.full(j.size, -0.5))
+                else:
+                    # Inf or 0 (scales only CANN's rules accept): no
+                    # rounding to emulate that would change the clamps.
+                    real = step * h - 0.5
+                real = np.maximum(real, 0.0)
+            base = real.astype(np.float32)
+        i0 = np.minimum(np.floor(base.astype(np.float64)), n_in - 1).astype(np.int64)
+        t = np.float32 if single else np.float64
+        lam1 = np.minimum(np.maximum(real - i0.astype(t), t(0)), t(1))
+    i1 = np.where(i0 < n_in - 1, i0 + 1, i0)
+    name = _half_name(storage)
+    if name is not None and single:
+        rnd = _round_float16 if name == "float16" else _round_bfloat16
+        lam1 = rnd(lam1)
+        lam0 = rnd(np.float32(1) - lam1)
     else:
-        step = t(1.0 / scale) if scale > 0 else t(n_in) / t(n_out)
-        # fma(step, j + 0.5, -0.5), rounded once: exactly, as a ratio of
-        # integers, which Python divides with correct rounding; for float32
-        # the float64 quotient is exact wherever it is >= 0 (a product of
-        # two float32 values, minus 0.5), so the cast is the one rounding.
-        num, den = float(step).as_integer_ratio()
-        real = max(t((num * (2 * j + 1) - den) / (2 * den)), t(0))
-    i0 = min(int(np.floor(np.float32(real))), n_in - 1)
-    i1 = min(i0 + 1, n_in - 1)
-    lam1 = min(max(t(real - t(i0)), t(0)), t(1))
-    lam0 = t(1) - lam1
-    return i0, i1, float(lam0), float(lam1)
+        lam0 = t(1) - lam1
+    return i0, i1, lam0.astype(np.float64), lam1.astype(np.float64)
 
 
 def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=False,
-               window=None):
+               window=None, storage=None):
     """Return one axis of the backward (or the forward) in gather (CSR) form (cached, read-only).
 
     The kernel computes each *target* point from *source* points: target
@@ -167,23 +339,36 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
         the table of a block of the result computed from the window of the
         source it reads (:func:`source_range`); what ``trilinear_bwd.dask``
         runs each chunk with.  The block's values are then bitwise those of
-        the whole call.
+        the whole call.  The window is cut from the whole axis's terms
+        (:func:`axis_terms`), which are built once.
+    storage : dtype or str, optional
+        The data's dtype, for the forward of float16 and bfloat16 (see
+        :func:`axis_coefficients`); ignored otherwise.
 
     Returns
     -------
     dict
         ``ptr`` (int64, targets + 1), ``src`` (int64, one per term: 2 * n_out,
-        fewer in a window) and ``weight`` (``dtype``, likewise), and the padded table (``width`` terms per
-        point; 0 without a sentinel, or past ``PADDED_LIMIT``) the W pass reads.  The
-        arrays are read-only; for axes of up to ``CACHED_POINTS`` points they
-        are shared between calls with the same arguments, so that planning a
-        call in a training loop costs microseconds, not milliseconds.
+        fewer in a window) and ``weight`` (``dtype``, likewise), and the padded
+        table (``width`` terms per point; 0 without a sentinel, or past
+        ``PADDED_LIMIT``) the W pass reads.  The arrays are read-only and
+        shared between calls with the same arguments while the table cache
+        (:data:`CACHE_BYTES`) holds them, so that planning a call in a
+        training loop costs microseconds, not milliseconds.
     """
-    args = (int(n_in), int(n_out), bool(align_corners), float(scale), np.dtype(dtype).str,
-            sentinel, bool(forward), None if window is None else tuple(map(int, window)))
-    if n_in + n_out <= CACHED_POINTS:
-        return _cached_axis_table(*args)
-    return _axis_table(*args)
+    terms = axis_terms(n_in, n_out, align_corners, scale, dtype, forward, storage)
+    window = None if window is None else tuple(map(int, window))
+    key = ("table", terms.key, sentinel, window)
+    table = _cache.get(key)
+    if table is None:
+        if window is None:
+            ptr, src, weight = terms.ptr, terms.src, terms.weight
+        else:
+            ptr, src, weight = terms.cut(*window)
+        table = _padded_table(ptr, src, weight, sentinel)
+        _cache.put(key, table, sum(v.nbytes for v in table.values()
+                                   if isinstance(v, np.ndarray)))
+    return table
 
 
 # The padded table holds ceil(n_in / 8) * 8 * width terms, width being the
@@ -197,23 +382,152 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
 # walks the unpadded one (_kernel_helpers.pxd, w_pass): the same sums.
 PADDED_LIMIT = 16
 
-# Small axes' tables are cached (a few hundred KiB at most in all); large
-# ones are rebuilt, so that the cache never pins much memory.
-CACHED_POINTS = 4096
+# Bytes of tables and terms the cache keeps (least recently used out): a
+# whole axis of 2**20 points and its padded table take about 100 MiB in
+# float64, so that one long axis fits and small ones (tens of KiB each)
+# stay shared by every call that uses them.
+CACHE_BYTES = 128 * 2**20
 
 
-def _terms(n_in, n_out, align_corners, scale, dtype, forward):
-    """Every term of one axis: ``(target, source, weight, n_targets)``, by output point."""
-    x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale, np.dtype(dtype).type)
+class _TableCache:
+    """Least recently used entries, bounded by their bytes; safe across threads and forks."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self._entries = collections.OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
+
+    def put(self, key, value, nbytes):
+        if nbytes > self.limit:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._entries[key] = (value, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.limit:
+                _, (_, size) = self._entries.popitem(last=False)
+                self._bytes -= size
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    @property
+    def nbytes(self):
+        """Bytes held now."""
+        return self._bytes
+
+    def _after_fork_in_child(self):
+        # A fork while another thread held the lock leaves it held forever
+        # in the child; the entries themselves are immutable and stay valid.
+        self._lock = threading.Lock()
+
+
+_cache = _TableCache(CACHE_BYTES)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_cache._after_fork_in_child)
+
+
+def clear_cache():
+    """Forget every cached table and axis (tests that count table building call it)."""
+    _cache.clear()
+
+
+class AxisTerms:
+    """Every term of one whole axis, sorted by target: the CSR that tables are cut from.
+
+    Attributes
+    ----------
+    key : tuple
+        The arguments it was built from (its cache key).
+    ptr : ndarray of int64, shape (n_targets + 1,)
+    src : ndarray of int64
+        Source point of each term.
+    weight : ndarray
+        Weight of each term, in the accumulation type.
+    nbytes : int
+    """
+
+    def __init__(self, key, ptr, src, weight):
+        self.key = key
+        self.ptr, self.src, self.weight = ptr, src, weight
+        for value in (ptr, src, weight):
+            value.flags.writeable = False
+        self.nbytes = ptr.nbytes + src.nbytes + weight.nbytes
+
+    def source_range(self, start, stop):
+        """``(s0, s1)``: the source points that targets ``start:stop`` read."""
+        used = self.src[self.ptr[start]:self.ptr[stop]]
+        return int(used.min()), int(used.max()) + 1
+
+    def cut(self, t0, t1, s0):
+        """``(ptr, src, weight)`` of targets ``t0:t1``, sources numbered from ``s0``."""
+        a, b = self.ptr[t0], self.ptr[t1]
+        return self.ptr[t0:t1 + 1] - a, self.src[a:b] - s0, self.weight[a:b]
+
+
+def _terms_key(n_in, n_out, align_corners, scale, dtype, forward, storage):
+    name = _half_name(storage) if forward else None
+    return (int(n_in), int(n_out), bool(align_corners), float(scale), np.dtype(dtype).str,
+            bool(forward), name)
+
+
+def axis_terms(n_in, n_out, align_corners, scale, dtype, forward=False, storage=None):
+    """The whole axis's :class:`AxisTerms` (cached): built once, cut into any window.
+
+    Parameters are those of :func:`axis_table`.
+    """
+    key = _terms_key(n_in, n_out, align_corners, scale, dtype, forward, storage)
+    terms = _cache.get(("terms", key))
+    if terms is None:
+        terms = build_terms(key)
+        remember(terms)
+    return terms
+
+
+def remember(terms):
+    """Put ``terms`` (from :func:`axis_terms`, perhaps in another process) in the cache.
+
+    ``trilinear_bwd.dask`` builds each axis's terms once, at graph
+    construction, as a node of the graph, and each task hands them over
+    here before it plans its block, so that no task rebuilds the axis.
+    """
+    _cache.put(("terms", terms.key), terms, terms.nbytes)
+
+
+def build_terms(key):
+    """Build the :class:`AxisTerms` of ``key`` (see :func:`axis_terms`): O(n) NumPy."""
+    n_in, n_out, align_corners, scale, dtype, forward, storage = key
+    x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale, np.dtype(dtype).type,
+                                       storage)
     points = np.stack([x0, x1], axis=1).ravel()
-    outputs = np.repeat(np.arange(n_out, dtype=np.int64), 2)
-    weight = np.stack([l0, l1], axis=1).ravel()
+    weight = np.stack([l0, l1], axis=1).ravel().astype(dtype)
     if forward:
-        return outputs, points, weight, n_out
-    return points, outputs, weight, n_in
+        # Targets are the output points, already in order, two terms each.
+        ptr = np.arange(0, 2 * n_out + 1, 2, dtype=np.int64)
+        return AxisTerms(key, ptr, points, weight)
+    outputs = np.repeat(np.arange(n_out, dtype=np.int64), 2)
+    order = np.argsort(points, kind="stable")
+    counts = np.bincount(points, minlength=n_in)
+    ptr = np.zeros(n_in + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return AxisTerms(key, ptr, np.ascontiguousarray(outputs[order]),
+                     np.ascontiguousarray(weight[order]))
 
 
-def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop):
+def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop, storage=None):
     """``(s0, s1)``: the source points that targets ``start:stop`` of one axis read.
 
     Parameters are those of :func:`axis_table`; ``dtype`` matters because
@@ -221,28 +535,19 @@ def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop)
     accumulation type (:func:`pytorch_zero_pattern`).  Every target has at
     least one term, so the range is never empty.
     """
-    target, source, _, _ = _terms(n_in, n_out, align_corners, scale, dtype, forward)
-    used = source[(target >= start) & (target < stop)]
-    return int(used.min()), int(used.max()) + 1
+    return axis_terms(n_in, n_out, align_corners, scale, dtype, forward,
+                      storage).source_range(start, stop)
 
 
-def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=False,
-                window=None):
-    # Below, "n_targets" points are computed, each from terms of the source.
-    target, source, weight, n_targets = _terms(n_in, n_out, align_corners, scale, dtype,
-                                               forward)
-    if window is not None:
-        t0, t1, s0 = window
-        keep = (target >= t0) & (target < t1)
-        target, source, weight = target[keep] - t0, source[keep] - s0, weight[keep]
-        n_targets = t1 - t0
+def _padded_table(ptr, src, weight, sentinel):
+    """The kernel's table of one axis (or window) from its CSR terms."""
+    n_targets = ptr.size - 1
+    counts = np.diff(ptr)
+    dtype = weight.dtype
+    target = np.repeat(np.arange(n_targets, dtype=np.int64), counts)
     n_terms = target.size
-    order = np.argsort(target, kind="stable")
-    counts = np.bincount(target, minlength=n_targets)
-    ptr = np.zeros(n_targets + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    src = np.ascontiguousarray(source[order])
-    weight = np.ascontiguousarray(weight[order].astype(dtype))
+    src = np.ascontiguousarray(src)
+    weight = np.ascontiguousarray(weight)
     width = int(counts.max()) if n_targets else 0
     table = {"ptr": ptr, "src": src, "weight": weight}
     blocks = -(-n_targets // 8)
@@ -253,9 +558,9 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=Fals
     real = np.zeros((blocks * 8, width), dtype=bool)
     if width:
         slot = np.arange(n_terms) - np.repeat(ptr[:-1], counts)
-        padded_src[target[order], slot] = src
-        padded_weight[target[order], slot] = weight
-        real[target[order], slot] = True
+        padded_src[target, slot] = src
+        padded_weight[target, slot] = weight
+        real[target, slot] = True
     # Blocks of 8 points, k-major inside a block (the layout _w_gather.h reads).
     padded_src = padded_src.reshape(blocks, 8, width).transpose(0, 2, 1)
     padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
@@ -292,5 +597,3 @@ def _axis_table(n_in, n_out, align_corners, scale, dtype, sentinel, forward=Fals
             value.flags.writeable = False
     return table
 
-
-_cached_axis_table = functools.lru_cache(maxsize=256)(_axis_table)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 
-def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64):
+def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64, storage=None):
     """Per output point of one axis: ``(x0, x1, l0, l1)``, transcribed from the spec.
 
     Parameters
@@ -28,6 +28,9 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
         which weights are exactly zero follows PyTorch's rounding there
         (``trilinear_bwd._tables.pytorch_zero_pattern``, the one rule this
         reference shares with the kernel's tables).
+    storage : dtype, optional
+        float16 or bfloat16 for the forward of those types, whose weights
+        PyTorch's forward rounds to the storage type (the same rule).
 
     Returns
     -------
@@ -58,7 +61,8 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
         src = np.array([j * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners
                         else max(0.0, (j + 0.5) * (1.0 / scale if scale > 0 else n_in / n_out)
                                  - 0.5) for j in range(n_out)])
-        pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1)
+        pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1,
+                             storage)
         coefficients = [(int(a), int(b), float(c), float(d)) for a, b, c, d in zip(x0, x1, l0, l1)]
     return coefficients
 
@@ -68,18 +72,18 @@ def opmath_of(dtype):
     return np.float64 if np.dtype(dtype).name == "float64" else np.float32
 
 
-def _corners(n_in, n_out, align_corners, scale, opmath):
+def _corners(n_in, n_out, align_corners, scale, opmath, storage=None):
     """Two (index, weight) pairs of arrays, one per corner of the axis."""
-    c = np.array(source_coefficients(n_in, n_out, align_corners, scale, opmath),
+    c = np.array(source_coefficients(n_in, n_out, align_corners, scale, opmath, storage),
                  dtype=np.float64)
     c = c.reshape(n_out, 4)
     return [(c[:, 0].astype(np.int64), c[:, 2]), (c[:, 1].astype(np.int64), c[:, 3])]
 
 
-def _eight_corners(spatial_in, spatial_out, align_corners, scales, opmath):
+def _eight_corners(spatial_in, spatial_out, align_corners, scales, opmath, storage=None):
     """For each of the 8 corners: input indices (a, b, e) and weights, as
     arrays broadcast over the output grid (oD, oH, oW)."""
-    cd, ch, cw = (_corners(int(i), int(o), align_corners, s, opmath)
+    cd, ch, cw = (_corners(int(i), int(o), align_corners, s, opmath, storage)
                   for i, o, s in zip(spatial_in, spatial_out, scales))
     for a, wa in cd:
         for b, wb in ch:
@@ -126,21 +130,25 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
     return result.reshape(n, c, id_, ih, iw)
 
 
-def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0), opmath=None):
+def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0), opmath=None,
+            storage=None):
     """Trilinear upsampling of ``x`` (N, C, iD, iH, iW) to ``output_size``, in float64.
 
-    The adjoint of :func:`backward` (with the same ``opmath``): for any
-    ``x`` and ``g``, ``sum(forward(x) * g) == sum(x * backward(g))`` up to
-    rounding.
+    The adjoint of :func:`backward` (with the same ``opmath``, and no
+    ``storage``): for any ``x`` and ``g``, ``sum(forward(x) * g) ==
+    sum(x * backward(g))`` up to rounding.  ``opmath`` and ``storage``
+    (:func:`source_coefficients`) default to those of ``x``'s dtype; pass
+    them when ``x`` was widened from another dtype.
     """
     x = np.asarray(x)
-    opmath = opmath_of(x.dtype) if opmath is None else opmath
+    if opmath is None:
+        opmath, storage = opmath_of(x.dtype), x.dtype
     x = x.astype(np.float64)
     n, c, id_, ih, iw = x.shape
     od, oh, ow = (int(v) for v in output_size)
     out = np.zeros((n, c, od, oh, ow))
     for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales,
-                                          opmath):
+                                          opmath, storage):
         out += x[:, :, a, b, e] * weight
     return out
 
