@@ -10,7 +10,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import reference  # noqa: E402
+from trilinear_bwd import _tables, reference  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 
@@ -181,8 +181,8 @@ def test_windows_hold_every_source_point_their_block_reads(forward, case):
         n_src = n_in if forward else n_out
         for chunks in ((n_src,), (1,) * n_src, (n_src // 2, n_src - n_src // 2)):
             chunks = tuple(c for c in chunks if c)
-            axis = tbd._WindowAxis(n_in, n_out, ac, scales[k], np.dtype(np.float32), forward,
-                                   chunks)
+            terms = _tables.axis_terms(n_in, n_out, ac, scales[k], np.float32, forward)
+            axis = tbd._WindowAxis(terms, chunks)
             for (t0, t1, s0), extent in zip(axis.windows, axis.extents):
                 for j, (x0, x1, _, _) in enumerate(coefficients):
                     if forward and t0 <= j < t1:

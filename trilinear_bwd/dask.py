@@ -37,7 +37,7 @@ from . import _pool
 from ._api import _size_from_scales
 from ._executor import run_once
 from ._status import NullArgumentError
-from ._tables import source_range
+from . import _tables
 from ._arguments import (
     _check_limits,
     _int_list,
@@ -274,7 +274,8 @@ class _WindowAxis:
         The window's length per result chunk.
     """
 
-    def __init__(self, n_in, n_out, align_corners, scale, acc, forward, chunks):
+    def __init__(self, terms, chunks):
+        n_in, n_out, _, _, _, forward, _ = terms.key
         n_src, n_tgt = (n_in, n_out) if forward else (n_out, n_in)
         src_bounds = [0]
         for c in chunks:
@@ -287,7 +288,7 @@ class _WindowAxis:
         self.bounds = sorted(cuts)
         self.windows, self.parts, self.extents = [], [], []
         for t0, t1 in zip(self.bounds[:-1], self.bounds[1:]):
-            s0, s1 = source_range(n_in, n_out, align_corners, scale, acc, forward, t0, t1)
+            s0, s1 = terms.source_range(t0, t1)
             self.windows.append((t0, t1, s0))
             self.extents.append(s1 - s0)
             parts = []
@@ -303,9 +304,28 @@ class _WindowAxis:
         return tuple(b - a for a, b in zip(self.bounds[:-1], self.bounds[1:]))
 
 
-def _window_block(blocks, placements, window_shape, whole, window, num_threads):
-    """One result block: its source window assembled from ``blocks``, then one kernel call."""
+def _window_block(blocks, placements, window_shape, whole, window, num_threads, terms,
+                  block_keys):
+    """One result block: its source window assembled from ``blocks``, then one kernel call.
+
+    ``terms`` are the three axes' :class:`trilinear_bwd._tables.AxisTerms`
+    (graph nodes, built once at graph construction): handed to the table
+    cache, so that planning the block cuts its tables from them instead of
+    rebuilding the axes.  ``block_keys`` name the source chunks, for errors.
+    """
+    read = whole.names[0]
+    expected = whole.grad_out.dtype
     blocks = [np.asarray(b) for b in blocks]
+    # One rule for every block, wherever it falls in the window: a chunk
+    # whose dtype is not the array's is refused, as the in-memory call
+    # refuses arrays of another dtype than it was given (nothing is cast).
+    for block, key in zip(blocks, block_keys):
+        if block.dtype != expected:
+            raise invalid(f"{read} chunk {key} must have the array's dtype {element_dtype(expected)}, "
+                          f"got {element_dtype(block.dtype)} (a dask array whose chunks "
+                          "do not match its declared dtype; cast it with .astype first)")
+    for axis_terms in terms:
+        _tables.remember(axis_terms)
     first = blocks[0]
     if len(blocks) == 1 and first.shape == window_shape and not is_misaligned(first):
         source = first
@@ -324,20 +344,31 @@ def _window_block(blocks, placements, window_shape, whole, window, num_threads):
     return out
 
 
+def element_dtype(dtype):
+    """The dtype's name as users write it (``float32``, ``bfloat16``)."""
+    return np.dtype(dtype).name
+
+
 def _windowed(source, whole, num_threads, name):
     """The graph: one :func:`_window_block` task per result block."""
     acc = _acc_dtype(source.dtype)
     forward = whole.op == "forward"
-    axes = [_WindowAxis(whole.input_size[2 + k], whole.output_size[k], whole.align_corners,
-                        whole.scales[k], acc, forward, source.chunks[2 + k])
-            for k in range(3)]
+    # Each axis's terms, built once here (O(n) NumPy): every chunk's source
+    # window comes from them, and they go into the graph as one node per
+    # axis, which every task of the graph reads its tables from.
+    terms = [_tables.axis_terms(whole.input_size[2 + k], whole.output_size[k],
+                                whole.align_corners, whole.scales[k], acc, forward,
+                                source.dtype)
+             for k in range(3)]
+    axes = [_WindowAxis(t, source.chunks[2 + k]) for k, t in enumerate(terms)]
     # The size limits of one kernel call, for the largest block, now rather
     # than in a task.
     n, c = (max(ch, default=0) for ch in source.chunks[:2])
     _check_limits((n, c) + tuple(max(a.extents) for a in axes),
                   (n, c) + tuple(max(a.chunks) for a in axes), whole.op)
     n_chunks, c_chunks = source.chunks[:2]
-    dsk = {}
+    terms_keys = [(name + "-terms", k) for k in range(3)]
+    dsk = dict(zip(terms_keys, terms))
     for r in np.ndindex(*(len(a.windows) for a in axes)):
         window = tuple(a.windows[k] for a, k in zip(axes, r))
         extents = tuple(a.extents[k] for a, k in zip(axes, r))
@@ -349,9 +380,10 @@ def _windowed(source, whole, num_threads, name):
                                (slice(None),) * 2 + tuple(p[2] for p in pieces)))
         for i, nb in enumerate(n_chunks):
             for j, cb in enumerate(c_chunks):
+                block_keys = [(i, j) + q for q in keys]
                 dsk[(name, i, j) + tuple(r)] = (
-                    _window_block, [(source.name, i, j) + q for q in keys], placements,
-                    (nb, cb) + extents, whole, window, num_threads)
+                    _window_block, [(source.name,) + k for k in block_keys], placements,
+                    (nb, cb) + extents, whole, window, num_threads, terms_keys, block_keys)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[source])
     chunks = (n_chunks, c_chunks) + tuple(a.chunks for a in axes)
     return da.Array(graph, name, chunks, meta=np.empty((0,) * 5, dtype=source.dtype))
