@@ -14,7 +14,7 @@ from trilinear_bwd import _tables, reference  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 
-from conftest import DTYPES, random_grad  # noqa: E402
+from conftest import DTYPES, np_dtype, random_grad  # noqa: E402
 
 # (grad_out spatial shape, input spatial size, align_corners, scales): up- and
 # downsampling, both coordinate modes, given scales and an identity axis.
@@ -354,3 +354,95 @@ def test_example_runs_small(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "bitwise equal to the in-memory call" in done.stdout
     assert "single process, whole batch in memory" in done.stdout
+
+
+# --------------------------------------------------------------------------
+# Tables: each axis's built once per graph, and only after the contract's checks
+
+
+def _count_builds(monkeypatch):
+    calls = []
+    build = _tables.build_terms
+    monkeypatch.setattr(_tables, "build_terms", lambda key: calls.append(key) or build(key))
+    _tables.clear_cache()
+    return calls
+
+
+@pytest.mark.parametrize("forward", [False, True])
+def test_each_axis_tables_are_built_once_per_graph(forward, monkeypatch):
+    calls = _count_builds(monkeypatch)
+    if forward:
+        x0 = random_grad((1, 2, 5, 6, 64), "float32", seed=3)
+        x = da.from_array(x0, chunks=(1, 2, 2, 3, 4))  # 16 chunks along W
+        lazy = dask_forward(x, (9, 11, 150))
+        expected = tb.upsample_trilinear3d(x0, (9, 11, 150))
+    else:
+        x0 = random_grad((1, 2, 9, 11, 150), "float32", seed=3)
+        x = da.from_array(x0, chunks=(1, 2, 4, 5, 10))  # 15 chunks along W
+        lazy = dask_backward(x, (5, 6, 64))
+        expected = tb.upsample_trilinear3d_backward(x0, (1, 2, 5, 6, 64))
+    # Graph construction: once per distinct axis, not once per chunk.
+    assert len(calls) == len(set(calls)) == 3
+    # Computing: the tasks cut their tables from the graph's terms, even
+    # in a process whose cache no longer holds them.
+    _tables.clear_cache()
+    for scheduler in ("sync", "threads"):
+        got = lazy.compute(scheduler=scheduler)
+        assert np.array_equal(bits(got), bits(expected))
+    assert len(calls) == 3
+
+
+def test_contract_is_checked_before_any_table_is_built(monkeypatch):
+    calls = _count_builds(monkeypatch)
+    refused = [
+        # A dimension above 2**20: the source, the target, either operator.
+        lambda: dask_backward(da.zeros((1, 1, 1, 1, 2**20 + 1), dtype="float32",
+                                       chunks=(1, 1, 1, 1, 2**18)), (1, 1, 5)),
+        lambda: dask_backward(da.zeros((1, 1, 1, 1, 5), dtype="float32"), (1, 1, 2**20 + 1)),
+        lambda: dask_forward(da.zeros((1, 1, 1, 1, 5), dtype="float32"), (1, 1, 2**21)),
+        lambda: dask_forward(da.zeros((1, 1, 2**20 + 1, 1, 1), dtype="float32",
+                                      chunks=(1, 1, 2**18, 1, 1)), (4, 1, 1)),
+        # A batch chunk above 2**20 (the limits of one kernel call, per block).
+        lambda: dask_backward(da.zeros((2**21, 1, 2, 2, 2), dtype="float32",
+                                       chunks=(2**21, 1, 2, 2, 2)), (1, 1, 1)),
+        lambda: dask_forward(da.zeros((1, 2**21, 2, 2, 2), dtype="float32",
+                                      chunks=(1, 2**21, 2, 2, 2)), (3, 3, 3)),
+        # Junk arguments.
+        lambda: dask_forward(da.zeros((1, 1, 4, 4, 4), dtype="float32"),
+                             scales=(float("nan"), 2.0, 2.0)),
+        lambda: dask_backward(da.zeros((1, 1, 4, 4, 4), dtype="int16"), (2, 2, 2)),
+    ]
+    for call in refused:
+        with pytest.raises(tb.InvalidArgumentError) as info:
+            call()
+        assert info.value.status == 161002
+    assert calls == []
+
+
+# --------------------------------------------------------------------------
+# Chunks of another dtype than the array's: one rule wherever they fall
+
+
+@pytest.mark.parametrize("declared, actual", [("float32", "float64"), ("float64", "float32"),
+                                              ("float32", "bfloat16")])
+@pytest.mark.parametrize("forward", [False, True])
+@pytest.mark.parametrize("bad", [0, 1, 2, 3])  # window start, middles, end
+def test_chunks_of_another_dtype_are_refused_wherever_they_fall(declared, actual, forward,
+                                                                bad):
+    shape = (1, 2, 4, 3, 12)
+    g = random_grad(shape, declared, seed=1)
+    x = da.from_array(g, chunks=(1, 2, 4, 3, 3))
+
+    def cast_one(block, block_info=None):
+        if block_info[0]["chunk-location"][4] == bad:
+            return block.astype(np_dtype(actual))
+        return block
+
+    x = x.map_blocks(cast_one, dtype=g.dtype, meta=np.empty((0,) * 5, g.dtype))
+    lazy = dask_forward(x, (7, 5, 25)) if forward else dask_backward(x, (2, 2, 5))
+    with pytest.raises(tb.InvalidArgumentError) as info:
+        lazy.compute(scheduler="sync")
+    message = str(info.value)
+    assert info.value.status == 161002
+    assert f"dtype {declared}" in message and f"got {actual}" in message
+    assert f", {bad})" in message  # the chunk's position

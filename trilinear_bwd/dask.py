@@ -353,6 +353,12 @@ def _windowed(source, whole, num_threads, name):
     """The graph: one :func:`_window_block` task per result block."""
     acc = _acc_dtype(source.dtype)
     forward = whole.op == "forward"
+    # The limits of one kernel call that the batch chunks alone break, before
+    # any table is built: each block has at least one point per spatial
+    # axis, and the limits only grow with the points (the whole call's
+    # spatial sizes were checked by _check_arguments).
+    n, c = (max(ch, default=0) for ch in source.chunks[:2])
+    _check_limits((n, c, 1, 1, 1), (n, c, 1, 1, 1), whole.op)
     # Each axis's terms, built once here (O(n) NumPy): every chunk's source
     # window comes from them, and they go into the graph as one node per
     # axis, which every task of the graph reads its tables from.
@@ -363,7 +369,6 @@ def _windowed(source, whole, num_threads, name):
     axes = [_WindowAxis(t, source.chunks[2 + k]) for k, t in enumerate(terms)]
     # The size limits of one kernel call, for the largest block, now rather
     # than in a task.
-    n, c = (max(ch, default=0) for ch in source.chunks[:2])
     _check_limits((n, c) + tuple(max(a.extents) for a in axes),
                   (n, c) + tuple(max(a.chunks) for a in axes), whole.op)
     n_chunks, c_chunks = source.chunks[:2]
