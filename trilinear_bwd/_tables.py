@@ -139,16 +139,26 @@ def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1,
     # accept and PyTorch's refuse) give x0 = x1 = n_in - 1 and l1 = 1 in
     # PyTorch's rounding as in exact arithmetic; inf is among them.
     with np.errstate(invalid="ignore"):
-        inside = np.flatnonzero(src < n_in + 1)
-    if inside.size == 0:
+        inside = src < n_in + 1
+    if not inside.any():
         return
+    everywhere = bool(inside.all())
+    inside = None if everywhere else np.flatnonzero(inside)
     i0, i1, lam0, lam1 = pytorch_coefficients(n_in, n_out, align_corners, scale, opmath,
                                               storage, inside)
-    a0, a1, w0, w1 = x0[inside], x1[inside], l0[inside], l1[inside]
+    if everywhere:
+        a0, a1, w0, w1 = x0, x1, l0, l1
+    else:
+        a0, a1, w0, w1 = x0[inside], x1[inside], l0[inside], l1[inside]
     z0, z1 = lam0 == 0.0, lam1 == 0.0
     differ = (i0 != a0) | (i1 != a1) | (z0 != (w0 == 0.0)) | (z1 != (w1 == 0.0))
-    if not differ.any():
+    # Usually few points differ: the rest of the work is on those alone.
+    d = np.flatnonzero(differ)
+    if d.size == 0:
         return
+    inside = d if everywhere else inside[d]
+    i0, i1, z0, z1 = i0[d], i1[d], z0[d], z1[d]
+    a0, a1, w0, w1 = a0[d], a1[d], w0[d], w1[d]
     # The exact weight on each of PyTorch's two points (l0, then l1 added).
     e0 = np.where(a0 == i0, w0, 0.0) + np.where(a1 == i0, w1, 0.0)
     e1 = np.where(a0 == i1, w0, 0.0) + np.where(a1 == i1, w1, 0.0)
@@ -161,7 +171,7 @@ def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1,
     s = src[inside]
     with np.errstate(invalid="ignore"):
         near = np.abs(s - np.rint(s)) <= _NEAR_INTEGER * np.maximum(1.0, s)
-    take = differ & (near | (dropped <= _unit_roundoff(opmath, storage)))
+    take = near | (dropped <= _unit_roundoff(opmath, storage))
     if not take.any():
         return
     k = inside[take]
@@ -561,33 +571,39 @@ def _padded_table(ptr, src, weight, sentinel):
         padded_src[target, slot] = src
         padded_weight[target, slot] = weight
         real[target, slot] = True
-    # Blocks of 8 points, k-major inside a block (the layout _w_gather.h reads).
-    padded_src = padded_src.reshape(blocks, 8, width).transpose(0, 2, 1)
-    padded_weight = padded_weight.reshape(blocks, 8, width).transpose(0, 2, 1)
-    real = real.reshape(blocks, 8, width).transpose(0, 2, 1)
     # Where a block's 8 real sources for one k lie within 8, 16 or 32
     # consecutive elements, the vector paths read them as a window instead of
-    # a gather (_w_gather.h);
-    # where all of a block's sources (every k) lie within 8, one window read
-    # serves the whole block (block_window >= 0).
+    # a gather (_w_gather.h); where all of a block's sources (every k) lie
+    # within 8, one window read serves the whole block (block_window >= 0).
+    # Reduced over the 8 points of a block in the (block, point, k) layout
+    # the arrays were filled in, then stored k-major inside a block (the
+    # layout _w_gather.h reads).
     big = np.iinfo(np.int32).max
-    lowest = np.where(real, padded_src, big).min(axis=2)
-    highest = np.where(real, padded_src, -1).max(axis=2)
+    by_point = padded_src.reshape(blocks, 8, width)
+    real = real.reshape(blocks, 8, width)
+    low_src = np.where(real, by_point, big)
+    high_src = np.where(real, by_point, -1)
+    lowest = low_src.min(axis=1)
+    highest = high_src.max(axis=1)
     lowest = np.where(highest < 0, 0, lowest)
     span = highest - lowest
     mode = np.select([span < 8, span < 16, span < 32], [WINDOW8, WINDOW16, WINDOW32],
                      GATHER).astype(np.int8)
-    block_low = np.where(real, padded_src, big).min(axis=(1, 2)) if width else np.zeros(blocks)
-    block_high = np.where(real, padded_src, -1).max(axis=(1, 2)) if width else np.zeros(blocks)
+    block_low = low_src.min(axis=(1, 2)) if width else np.zeros(blocks)
+    block_high = high_src.max(axis=(1, 2)) if width else np.zeros(blocks)
     shared = (block_high - block_low < 8) & (block_high >= 0)
     lowest = np.where(shared[:, None], block_low[:, None], lowest)
     mode[shared] = WINDOW8
     block_window = np.where(shared, block_low, -1).astype(np.int32)
     window = lowest.astype(np.int32)
-    padded_rel = np.where(real, padded_src - lowest[:, :, None], -1).astype(np.int32)
-    padded_src = padded_src.ravel()
-    padded_weight = padded_weight.ravel()
-    padded_rel = padded_rel.ravel()
+    padded_rel = np.where(real, by_point - lowest[:, None, :], -1).astype(np.int32)
+
+    def k_major(values):
+        return np.ascontiguousarray(values.reshape(blocks, 8, width).transpose(0, 2, 1)).ravel()
+
+    padded_src = k_major(padded_src)
+    padded_weight = k_major(padded_weight)
+    padded_rel = k_major(padded_rel)
     window = window.ravel()
     mode = mode.ravel()
     table.update(width=width, padded_src=padded_src, padded_weight=padded_weight,
