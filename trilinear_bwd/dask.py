@@ -321,9 +321,10 @@ def _window_block(blocks, placements, window_shape, whole, window, num_threads, 
     # refuses arrays of another dtype than it was given (nothing is cast).
     for block, key in zip(blocks, block_keys):
         if block.dtype != expected:
-            raise invalid(f"{read} chunk {key} must have the array's dtype {element_dtype(expected)}, "
-                          f"got {element_dtype(block.dtype)} (a dask array whose chunks "
-                          "do not match its declared dtype; cast it with .astype first)")
+            raise invalid(f"{read} chunk {key} must have the array's dtype "
+                          f"{_dtype_name(expected)}, got {_dtype_name(block.dtype)} (a dask "
+                          "array whose chunks do not match its declared dtype; cast it with "
+                          ".astype first)")
     for axis_terms in terms:
         _tables.remember(axis_terms)
     first = blocks[0]
@@ -344,7 +345,7 @@ def _window_block(blocks, placements, window_shape, whole, window, num_threads, 
     return out
 
 
-def element_dtype(dtype):
+def _dtype_name(dtype):
     """The dtype's name as users write it (``float32``, ``bfloat16``)."""
     return np.dtype(dtype).name
 
