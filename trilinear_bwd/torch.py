@@ -334,8 +334,14 @@ class UpsampleTrilinear3d(torch.autograd.Function):
         grad_input = _UpsampleTrilinear3dBackward.apply(
             grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, ctx.scales)
         # Keep the input's layout (channels-last-3d in, channels-last-3d out)
-        # even when grad_output arrived in another one.
-        if not grad_input.is_contiguous(memory_format=ctx.memory_format):
+        # even when grad_output arrived in another one; under vmap, which
+        # cannot be asked about layouts (PyTorch raises NYI), the layout is
+        # the batching rule's.
+        try:
+            relayout = not grad_input.is_contiguous(memory_format=ctx.memory_format)
+        except RuntimeError:
+            relayout = False
+        if relayout:
             grad_input = grad_input.contiguous(memory_format=ctx.memory_format)
         return grad_input, None, None, None
 
@@ -657,11 +663,15 @@ def enable():
     each CPU call is handed to PyTorch's own kernel (a Python hop of a few
     microseconds; results identical).
 
-    Works in eager mode and under ``torch.compile`` with the ``"eager"`` and
-    ``"aot_eager"`` backends.  The default ``"inductor"`` backend decomposes
-    trilinear upsampling into indexing and generates its own backward, which
-    never calls the aten operator: there, use :func:`upsample_trilinear3d`,
-    whose backward is an opaque custom operator that inductor keeps.
+    Served in eager mode and, under ``torch.compile``, with the
+    ``backend="eager"`` backend only.  ``"aot_eager"``, ``"inductor"`` (the
+    default) and every other backend built on AOTAutograd trace
+    ``F.interpolate``'s decomposition into indexing and derive the backward
+    from it, so neither aten operator is called and the override has no
+    effect there (:func:`call_counts` stays put; the results are PyTorch's
+    compiled code's).  In compiled models use :func:`upsample_trilinear3d`,
+    whose forward and backward are opaque custom operators that every
+    backend keeps (``docs/torch.md``, "torch.compile").
 
     Examples
     --------
