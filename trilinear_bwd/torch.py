@@ -331,8 +331,8 @@ class UpsampleTrilinear3d(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad_input = _UpsampleTrilinear3dBackward.apply(
-            grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, ctx.scales)
+        grad_input = _apply(
+            _UpsampleTrilinear3dBackward, grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, ctx.scales)
         # Keep the input's layout (channels-last-3d in, channels-last-3d out)
         # even when grad_output arrived in another one; under vmap, which
         # cannot be asked about layouts (PyTorch raises NYI), the layout is
@@ -349,6 +349,27 @@ class UpsampleTrilinear3d(torch.autograd.Function):
     def jvp(ctx, x_tangent, *_):
         return torch.ops.trilinear_bwd.upsample_trilinear3d(
             x_tangent, ctx.output_size, ctx.align_corners, *ctx.scales)
+
+
+try:
+    from torch._functorch.utils import unwrap_dead_wrappers as _unwrap_dead_wrappers
+except ImportError:  # pragma: no cover - a private helper that could move
+    def _unwrap_dead_wrappers(args):
+        return args
+
+# autograd.Function's C entry point.  Function.apply binds the arguments to
+# forward's signature with inspect.signature on every call when
+# setup_context is defined (to fill in defaults; these forwards have none
+# and always get every argument), and only then calls this;
+# _apply does what it does without the binding (docs/performance.md).
+_function_apply = torch._C._FunctionBase.__dict__["apply"]
+
+
+def _apply(cls, *args):
+    """``cls.apply(*args)``, without ``Function.apply``'s per-call signature binding."""
+    if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
+        return cls.apply(*args)
+    return _function_apply.__get__(None, cls)(*_unwrap_dead_wrappers(args))
 
 
 class _UpsampleTrilinear3dBackward(torch.autograd.Function):
@@ -373,8 +394,8 @@ class _UpsampleTrilinear3dBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_grad_input):
-        return (UpsampleTrilinear3d.apply(grad_grad_input, ctx.output_size, ctx.align_corners,
-                                          ctx.scales), None, None, None, None)
+        return (_apply(UpsampleTrilinear3d, grad_grad_input, ctx.output_size,
+                       ctx.align_corners, ctx.scales), None, None, None, None)
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, *_):
@@ -513,7 +534,7 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
         return F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
                              align_corners=align_corners,
                              recompute_scale_factor=recompute_scale_factor)
-    return UpsampleTrilinear3d.apply(x, *_interpolate_arguments(
+    return _apply(UpsampleTrilinear3d, x, *_interpolate_arguments(
         x, size, scale_factor, align_corners, recompute_scale_factor))
 
 
