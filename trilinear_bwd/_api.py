@@ -54,8 +54,9 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     out : ndarray or torch.Tensor, optional
         Where to write the result (shape ``(N, C, iD, iH, iW)``, the dtype of
         ``grad_out``, any layout).  By default a new array is allocated, in
-        channels-last layout if ``grad_out`` is channels-last, from a pool of
-        memory that earlier results gave back (``docs/performance.md``).
+        channels-last layout if ``grad_out`` is channels-last: a NumPy array
+        from a pool of memory that earlier results gave back
+        (``docs/performance.md``), a tensor from ``torch.empty``.
     num_threads : int, optional
         OpenMP threads; None follows ``OMP_NUM_THREADS`` / ``threadpoolctl``.
 
@@ -63,8 +64,9 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     -------
     ndarray or torch.Tensor, shape (N, C, iD, iH, iW)
         ``out`` if given; else a new array of the caller's kind: a torch
-        tensor when ``grad_out`` is one (sharing memory, no copy), a NumPy
-        array otherwise.
+        tensor from PyTorch's allocator when ``grad_out`` is one, a NumPy
+        array otherwise; channels-last when ``grad_out`` is (the caller's
+        array decides, also when a misaligned one is copied).
 
     Raises
     ------
@@ -139,7 +141,8 @@ def upsample_trilinear3d(x, output_size=None, align_corners=False, scales=(0.0, 
     -------
     ndarray or torch.Tensor, shape (N, C, oD, oH, oW)
         ``out`` if given; else a new array of the caller's kind (a torch
-        tensor for a torch tensor).
+        tensor from PyTorch's allocator for a torch tensor); channels-last
+        when ``x`` is.
 
     Raises
     ------

@@ -17,7 +17,8 @@ Three ways in, from the least to the most invasive:
 
 PyTorch is an optional dependency: ``import trilinear_bwd`` never imports it;
 this module does, on first use.  Tensors are passed to the kernel without a
-copy (DLPack), and gradients are written straight into a new tensor.
+copy (DLPack), and results are written straight into new tensors from
+PyTorch's allocator.
 
 Examples
 --------
@@ -140,13 +141,15 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
     Returns
     -------
     torch.Tensor, shape (N, C, iD, iH, iW)
-        A new tensor of ``grad_output``'s dtype.
+        A new tensor of ``grad_output``'s dtype, from PyTorch's allocator
+        (resizable like any tensor PyTorch returns).
 
     Raises
     ------
     AclnnError
         (161001 / 161002) for arguments that break the operator contract,
-        including a ``grad_output`` on a non-CPU device.
+        including a ``grad_output`` on a non-CPU device and a dimension
+        above 2**20; checked before anything is allocated.
 
     Examples
     --------
@@ -501,7 +504,9 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     float rounding of PyTorch's result, not always bitwise equal; see
     ``docs/numerics.md``) and its backward, which returns the gradient in
     ``x``'s memory format; on other devices with PyTorch's.  Double backward
-    works (the backward's adjoint is the forward).
+    works (the backward's adjoint is the forward), and so do forward-mode AD
+    and ``torch.func`` (``grad``, ``vmap``, ``jacrev``, ``jacfwd``).  Every
+    call ``F.interpolate`` refuses is refused with the same exception type.
 
     Parameters
     ----------
@@ -518,7 +523,13 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     Returns
     -------
     torch.Tensor
-        The upsampled tensor, in ``x``'s memory format.
+        The upsampled tensor, in ``x``'s memory format, from PyTorch's
+        allocator.
+
+    Raises
+    ------
+    TypeError, ValueError, RuntimeError, NotImplementedError
+        What ``F.interpolate`` raises for the same arguments.
 
     Examples
     --------
