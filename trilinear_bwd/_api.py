@@ -3,6 +3,8 @@
 import math
 import sys
 
+import numpy as np
+
 from . import _pool
 from ._arguments import (
     as_array,
@@ -52,8 +54,9 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     out : ndarray or torch.Tensor, optional
         Where to write the result (shape ``(N, C, iD, iH, iW)``, the dtype of
         ``grad_out``, any layout).  By default a new array is allocated, in
-        channels-last layout if ``grad_out`` is channels-last, from a pool of
-        memory that earlier results gave back (``docs/performance.md``).
+        channels-last layout if ``grad_out`` is channels-last: a NumPy array
+        from a pool of memory that earlier results gave back
+        (``docs/performance.md``), a tensor from ``torch.empty``.
     num_threads : int, optional
         OpenMP threads; None follows ``OMP_NUM_THREADS`` / ``threadpoolctl``.
 
@@ -61,8 +64,9 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     -------
     ndarray or torch.Tensor, shape (N, C, iD, iH, iW)
         ``out`` if given; else a new array of the caller's kind: a torch
-        tensor when ``grad_out`` is one (sharing memory, no copy), a NumPy
-        array otherwise.
+        tensor from PyTorch's allocator when ``grad_out`` is one, a NumPy
+        array otherwise; channels-last when ``grad_out`` is (the caller's
+        array decides, also when a misaligned one is copied).
 
     Raises
     ------
@@ -137,7 +141,8 @@ def upsample_trilinear3d(x, output_size=None, align_corners=False, scales=(0.0, 
     -------
     ndarray or torch.Tensor, shape (N, C, oD, oH, oW)
         ``out`` if given; else a new array of the caller's kind (a torch
-        tensor for a torch tensor).
+        tensor from PyTorch's allocator for a torch tensor); channels-last
+        when ``x`` is.
 
     Raises
     ------
@@ -187,34 +192,90 @@ def _size_from_scales(shape, scales):
 
 
 def _run(args, given, misaligned, out, num_threads):
-    """Copy a misaligned source, allocate the result if needed, run; return the result."""
-    # ``args`` is this call's own, fresh object: filling in what was
-    # allocated after validation is cheaper than dataclasses.replace.
-    if misaligned:
-        try:
-            object.__setattr__(args, "grad_out", args.grad_out.copy())
-        except MemoryError as exc:
-            raise InternalError(
-                f"could not copy the misaligned {args.names[0]}: {exc}") from None
+    """Allocate the result if needed, copy a misaligned source, run; return the result.
+
+    ``args`` passed every check before this is called: nothing is allocated,
+    copied or planned for a call the contract refuses.
+    """
     result = out
     if out is None:
         shape = args.input_size if args.op == "backward" else \
             args.input_size[:2] + args.output_size
-        out = _new_output(args.grad_out, shape, args.names[1])
-        object.__setattr__(args, "grad_input", out)
-        # The caller's kind of array back: a torch tensor in, a torch tensor
-        # out, sharing the new array's memory.
+        # The layout is decided from the caller's array, never from the
+        # aligned copy below (which would be C order for any source).
+        channels_last = is_channels_last(args.grad_out)
         torch = sys.modules.get("torch")
-        is_tensor = torch is not None and isinstance(given, torch.Tensor)
-        result = _pool.as_tensor(out) if is_tensor else out
-    run_once(args, num_threads)
+        if torch is not None and isinstance(given, torch.Tensor):
+            # The caller's kind of array back: a tensor that PyTorch's own
+            # allocator made (resizable, like every tensor PyTorch returns).
+            result = new_tensor(torch, shape, given.dtype, channels_last, args.names[1])
+            target = tensor_view(torch, result)
+        else:
+            result = target = _new_output(args.grad_out, shape, args.names[1], channels_last)
+        object.__setattr__(args, "grad_input", target)
+    run_checked(args, misaligned, num_threads)
     return result
 
 
-def _new_output(source, shape, name):
+def run_checked(args, misaligned, num_threads):
+    """Run a checked call whose ``grad_input`` is set, copying a misaligned source first.
+
+    Parameters
+    ----------
+    args : Arguments
+        From :func:`validate` / :func:`validate_forward` (with
+        ``misaligned_ok=misaligned``), ``grad_input`` filled in; this call's own.
+    misaligned : bool
+        The source is not aligned to its element size: it is copied (in its
+        own layout, so the kernel sees the strides the caller's array has).
+    num_threads : int or None
+    """
+    if misaligned:
+        try:
+            object.__setattr__(args, "grad_out", args.grad_out.copy(order="K"))
+        except MemoryError as exc:
+            raise InternalError(
+                f"could not copy the misaligned {args.names[0]}: {exc}") from None
+    run_once(args, num_threads)
+
+
+def new_tensor(torch, shape, dtype, channels_last, name):
+    """An uninitialised CPU tensor from PyTorch's allocator; 561000 if it cannot be had.
+
+    Parameters
+    ----------
+    torch : module
+    shape : tuple of 5 int
+        Already within the contract's limits.
+    dtype : torch.dtype
+    channels_last : bool or torch.memory_format
+        True (or ``torch.channels_last_3d``): NDHWC in memory.
+    name : str
+        The operator's name of the array, for the message.
+    """
+    if channels_last is True:
+        channels_last = torch.channels_last_3d
+    elif channels_last is False:
+        channels_last = torch.contiguous_format
+    try:
+        return torch.empty(shape, dtype=dtype, memory_format=channels_last)
+    except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
+        raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
+
+
+def tensor_view(torch, tensor):
+    """A NumPy view of a tensor this library just allocated (no checks: it is plain memory)."""
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return np.from_dlpack(tensor.view(torch.int16)).view(ml_dtypes.bfloat16)
+    return np.from_dlpack(tensor)
+
+
+def _new_output(source, shape, name, channels_last):
     # Running out of memory is an AclnnError (561000), not a
     # MemoryError escaping from the middle of the call.
     try:
-        return _pool.empty(shape, source.dtype, is_channels_last(source))
+        return _pool.empty(shape, source.dtype, channels_last)
     except (MemoryError, ValueError) as exc:
         raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None

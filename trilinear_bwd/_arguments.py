@@ -292,10 +292,8 @@ def as_array(obj, name):
         raise invalid(f"{name} must be an array, got {type(obj).__name__}")
     try:
         if name in _WRITTEN:
-            try:
-                return np.asarray(obj, copy=False)
-            except TypeError:  # NumPy 1.x: no copy keyword; it copies only if needed
-                return np.asarray(obj)
+            # NumPy >= 2.0 (the declared floor): copy=False raises rather than copy.
+            return np.asarray(obj, copy=False)
         return np.asarray(obj)
     except ValueError as exc:
         if name in _WRITTEN and "copy" in str(exc):

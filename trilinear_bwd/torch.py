@@ -17,7 +17,8 @@ Three ways in, from the least to the most invasive:
 
 PyTorch is an optional dependency: ``import trilinear_bwd`` never imports it;
 this module does, on first use.  Tensors are passed to the kernel without a
-copy (DLPack), and gradients are written straight into a new tensor.
+copy (DLPack), and results are written straight into new tensors from
+PyTorch's allocator.
 
 Examples
 --------
@@ -41,11 +42,9 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import _pool
-from ._api import upsample_trilinear3d as _tb_forward
-from ._api import upsample_trilinear3d_backward as _tb_backward
+from ._api import new_tensor, run_checked, tensor_view
+from ._arguments import MAX_DIM, as_array, as_real, is_misaligned, validate, validate_forward
 from ._status import InvalidArgumentError, NullArgumentError
-from ._arguments import _TORCH_TO_NUMPY, as_int, as_real, as_sequence
 
 __all__ = [
     "call_counts",
@@ -90,36 +89,28 @@ def _scales(scales_d, scales_h, scales_w):
 
 def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
          num_threads):
-    # Sizes are checked before anything is allocated (161002, never a stray
-    # TypeError from int() of a foreign object).
-    input_size = tuple(as_int(n, f"inputSize[{k}]")
-                       for k, n in enumerate(as_sequence(input_size, "inputSize", "5 integers")))
-    output_size = tuple(as_int(n, f"outputSize[{k}]") for k, n in
-                        enumerate(as_sequence(output_size, "outputSize", "3 integers")))
-    if len(input_size) != 5 or min(input_size, default=0) < 0:
-        raise InvalidArgumentError(
-            f"inputSize must be 5 non-negative integers (N, C, D, H, W), got {input_size}")
-    grad_input = _new_tensor(input_size, grad_output.dtype, memory_format)
-    _tb_backward(grad_output, input_size, output_size=output_size,
-                 align_corners=bool(align_corners), scales=scales, out=grad_input,
-                 num_threads=num_threads)
-    return grad_input
+    """The backward on a CPU tensor into a new tensor of ``memory_format``.
+
+    Every rule of the contract is checked before anything is allocated,
+    copied or planned: a size past the limits is a 161002 here, never a
+    ``MemoryError`` from allocating it (``docs/reliability.md``).
+    """
+    source = as_array(grad_output, "gradOut")
+    misaligned = is_misaligned(source)
+    args = validate(source, output_size, input_size, align_corners, *scales, None,
+                    allocate=True, misaligned_ok=misaligned)
+    return _run_into(args, grad_output.dtype, args.input_size, memory_format, misaligned,
+                     num_threads)
 
 
-def _new_tensor(shape, dtype, memory_format):
-    """An uninitialised CPU tensor from the library's pool of faulted memory (``_pool``)."""
-    name = str(dtype).rpartition(".")[2]
-    if name not in ("float32", "float64", "float16", "bfloat16"):
-        # Not a dtype of the contract: the call will be refused (161002).
-        return torch.empty(shape, dtype=dtype, memory_format=memory_format)
-    np_dtype = _TORCH_TO_NUMPY.get(name) or _bfloat16()
-    return _pool.as_tensor(_pool.empty(shape, np_dtype, memory_format == torch.channels_last_3d))
-
-
-def _bfloat16():
-    import ml_dtypes
-
-    return ml_dtypes.bfloat16
+def _run_into(args, dtype, shape, memory_format, misaligned, num_threads):
+    # PyTorch's allocator, not the library's pool: a tensor handed to PyTorch
+    # code must be resizable like any it allocated (resize_, out= of
+    # another shape), which memory from torch.from_numpy is not.
+    result = new_tensor(torch, shape, dtype, memory_format, args.names[1])
+    object.__setattr__(args, "grad_input", tensor_view(torch, result))
+    run_checked(args, misaligned, num_threads)
+    return result
 
 
 def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners,
@@ -150,13 +141,15 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
     Returns
     -------
     torch.Tensor, shape (N, C, iD, iH, iW)
-        A new tensor of ``grad_output``'s dtype.
+        A new tensor of ``grad_output``'s dtype, from PyTorch's allocator
+        (resizable like any tensor PyTorch returns).
 
     Raises
     ------
     AclnnError
         (161001 / 161002) for arguments that break the operator contract,
-        including a ``grad_output`` on a non-CPU device.
+        including a ``grad_output`` on a non-CPU device and a dimension
+        above 2**20; checked before anything is allocated.
 
     Examples
     --------
@@ -225,16 +218,16 @@ torch.library.register_autograd(
 
 
 def _run_forward(x, output_size, align_corners, scales, num_threads=None):
-    """The forward on a CPU tensor into a new tensor of PyTorch's layout for it."""
-    output_size = tuple(as_int(n, f"outputSize[{k}]") for k, n in
-                        enumerate(as_sequence(output_size, "outputSize", "3 integers")))
-    if x.dim() != 5 or len(output_size) != 3 or min(output_size) < 0:
-        raise InvalidArgumentError(
-            f"self must be 5-D and outputSize 3 non-negative integers, got {x.dim()}-D "
-            f"and {output_size}")
-    out = _new_tensor(tuple(x.shape[:2]) + output_size, x.dtype, _memory_format(x))
-    _tb_forward(x, output_size, bool(align_corners), scales, out=out, num_threads=num_threads)
-    return out
+    """The forward on a CPU tensor into a new tensor of PyTorch's layout for it.
+
+    Checked before anything is allocated, like :func:`_run`.
+    """
+    source = as_array(x, "self")
+    misaligned = is_misaligned(source)
+    args = validate_forward(source, output_size, align_corners, *scales, None,
+                            allocate=True, misaligned_ok=misaligned)
+    return _run_into(args, x.dtype, args.input_size[:2] + args.output_size,
+                     _memory_format(x), misaligned, num_threads)
 
 
 @torch.library.custom_op("trilinear_bwd::upsample_trilinear3d", mutates_args=())
@@ -270,67 +263,235 @@ torch.library.register_autograd(
 )
 
 
+# -- torch.func: the custom operators under vmap ---------------------------------
+#
+# vmap (and so jacrev / jacfwd, and the drop-in's generated vmap rule) folds
+# the batch dimension into N: each sample's volumes are independent rows of
+# the same call.
+
+def _fold(tensor, bdim):
+    """``tensor`` with its vmap dimension moved first and merged into N."""
+    tensor = tensor.movedim(bdim, 0)
+    return tensor.reshape((-1,) + tuple(tensor.shape[2:])), tensor.shape[0]
+
+
+def _unfold(tensor, batch):
+    return tensor.reshape((batch, -1) + tuple(tensor.shape[1:]))
+
+
+def _forward_op_vmap(info, in_dims, x, output_size, align_corners, scales_d, scales_h,
+                     scales_w):
+    if in_dims[0] is None:
+        return _forward_op(x, output_size, align_corners, scales_d, scales_h, scales_w), None
+    flat, batch = _fold(x, in_dims[0])
+    y = _forward_op(flat, output_size, align_corners, scales_d, scales_h, scales_w)
+    return _unfold(y, batch), 0
+
+
+def _backward_op_vmap(info, in_dims, grad_output, output_size, input_size, align_corners,
+                      scales_d, scales_h, scales_w):
+    if in_dims[0] is None:
+        return _backward_op(grad_output, output_size, input_size, align_corners, scales_d,
+                            scales_h, scales_w), None
+    flat, batch = _fold(grad_output, in_dims[0])
+    input_size = [flat.shape[0]] + list(input_size)[1:]
+    grad_input = _backward_op(flat, output_size, input_size, align_corners, scales_d,
+                              scales_h, scales_w)
+    return _unfold(grad_input, batch), 0
+
+
+torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d", _forward_op_vmap)
+torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d_backward", _backward_op_vmap)
+
+
 # -- the differentiable upsampling ---------------------------------------------
 
-def _expand(value, what):
-    if isinstance(value, (list, tuple)):
-        if len(value) != 3:
-            raise ValueError(f"{what} must have 3 elements (D, H, W), got {len(value)}")
-        return list(value)
-    return [value] * 3
-
-
 class UpsampleTrilinear3d(torch.autograd.Function):
-    """Trilinear upsampling: PyTorch's forward, this library's backward.
+    """Trilinear upsampling, forward and backward by this library's kernels.
 
-    Use it through :func:`upsample_trilinear3d`.  ``apply(x, size,
-    scale_factor, align_corners, recompute_scale_factor)`` takes
-    ``F.interpolate``'s arguments.
+    Use it through :func:`upsample_trilinear3d`, which turns
+    ``F.interpolate``'s arguments into ``apply(x, output_size,
+    align_corners, scales)``: the output size and the three scales (None
+    where not given) that ``F.interpolate`` hands ``aten::upsample_trilinear3d``.
+    Supports reverse mode (double backward included), forward mode
+    (``torch.autograd.forward_ad``; the operator is linear, so its JVP is the
+    forward of the tangent) and ``torch.func`` (``grad``, ``vmap``,
+    ``jacrev``, ``jacfwd``).
     """
 
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, x, size, scale_factor, align_corners, recompute_scale_factor):
-        # What F.interpolate hands aten::upsample_trilinear3d, and so what its
-        # own backward receives: the scale factors as given, unless a size
-        # was given or the factors were folded into a recomputed size.
-        if scale_factor is None or recompute_scale_factor:
-            scales = (None, None, None)
-        else:
-            scales = tuple(float(s) for s in _expand(scale_factor, "scale_factor"))
-        if x.device.type != "cpu" or (size is None) == (scale_factor is None):
-            # Other devices, and the calls F.interpolate refuses (its error).
-            y = F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
-                              align_corners=align_corners,
-                              recompute_scale_factor=recompute_scale_factor)
-        else:
-            if size is not None:
-                output_size = [int(n) for n in _expand(size, "size")]
-            else:
-                # F.interpolate's own rule for the output size.
-                output_size = [math.floor(float(n) * float(f)) for n, f in
-                               zip(x.shape[2:], _expand(scale_factor, "scale_factor"))]
-            y = torch.ops.trilinear_bwd.upsample_trilinear3d(
-                x, output_size, bool(align_corners), *scales)
+    def forward(x, output_size, align_corners, scales):
+        return torch.ops.trilinear_bwd.upsample_trilinear3d(x, output_size, align_corners,
+                                                            *scales)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.output_size, ctx.align_corners, ctx.scales = inputs
         ctx.input_size = tuple(x.shape)
-        ctx.output_size = tuple(y.shape[2:])
-        ctx.align_corners = bool(align_corners)
-        ctx.scales = scales
         ctx.memory_format = _memory_format(x)
-        return y
 
     @staticmethod
     def backward(ctx, grad_output):
-        args = (ctx.output_size, ctx.input_size, ctx.align_corners, *ctx.scales)
-        if grad_output.device.type != "cpu":
-            grad_input = torch.ops.aten.upsample_trilinear3d_backward(grad_output, *args)
-        else:
-            grad_input = torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
-                grad_output, *args)
+        grad_input = _apply(
+            _UpsampleTrilinear3dBackward, grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, ctx.scales)
         # Keep the input's layout (channels-last-3d in, channels-last-3d out)
-        # even when grad_output arrived in another one.
-        if not grad_input.is_contiguous(memory_format=ctx.memory_format):
+        # even when grad_output arrived in another one; under vmap, which
+        # cannot be asked about layouts (PyTorch raises NYI), the layout is
+        # the batching rule's.
+        try:
+            relayout = not grad_input.is_contiguous(memory_format=ctx.memory_format)
+        except RuntimeError:
+            relayout = False
+        if relayout:
             grad_input = grad_input.contiguous(memory_format=ctx.memory_format)
-        return grad_input, None, None, None, None
+        return grad_input, None, None, None
+
+    @staticmethod
+    def jvp(ctx, x_tangent, *_):
+        return torch.ops.trilinear_bwd.upsample_trilinear3d(
+            x_tangent, ctx.output_size, ctx.align_corners, *ctx.scales)
+
+
+try:
+    from torch._functorch.utils import unwrap_dead_wrappers as _unwrap_dead_wrappers
+except ImportError:  # pragma: no cover - a private helper that could move
+    def _unwrap_dead_wrappers(args):
+        return args
+
+# autograd.Function's C entry point.  Function.apply binds the arguments to
+# forward's signature with inspect.signature on every call when
+# setup_context is defined (to fill in defaults; these forwards have none
+# and always get every argument), and only then calls this;
+# _apply does what it does without the binding (docs/performance.md).
+_function_apply = torch._C._FunctionBase.__dict__["apply"]
+
+
+def _apply(cls, *args):
+    """``cls.apply(*args)``, without ``Function.apply``'s per-call signature binding."""
+    if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
+        return cls.apply(*args)
+    return _function_apply.__get__(None, cls)(*_unwrap_dead_wrappers(args))
+
+
+class _UpsampleTrilinear3dBackward(torch.autograd.Function):
+    """The backward as a function of ``grad_output``, for :class:`UpsampleTrilinear3d`.
+
+    Its own Function rather than the custom operator's registered autograd,
+    which ``torch.func`` transforms refuse (that Function has no
+    ``setup_context`` in PyTorch 2.13); linear, so its adjoint is the
+    forward and its JVP the backward of the tangent.
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(grad_output, output_size, input_size, align_corners, scales):
+        return torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+            grad_output, output_size, input_size, align_corners, *scales)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.output_size, ctx.input_size, ctx.align_corners, ctx.scales = inputs
+
+    @staticmethod
+    def backward(ctx, grad_grad_input):
+        return (_apply(UpsampleTrilinear3d, grad_grad_input, ctx.output_size,
+                       ctx.align_corners, ctx.scales), None, None, None, None)
+
+    @staticmethod
+    def jvp(ctx, grad_output_tangent, *_):
+        return torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+            grad_output_tangent, ctx.output_size, ctx.input_size, ctx.align_corners,
+            *ctx.scales)
+
+
+def _plain_size(size, recompute_scale_factor):
+    """``size`` as 3 positive ints, or None unless it is one of the plain spellings."""
+    if recompute_scale_factor or not (recompute_scale_factor is None or
+                                      type(recompute_scale_factor) is bool):
+        return None
+    if type(size) is int:
+        size = (size, size, size)
+    elif type(size) not in (tuple, list) or len(size) != 3:
+        return None
+    if all(type(n) is int and 0 < n <= MAX_DIM for n in size):
+        return tuple(size)
+    return None
+
+
+def _plain_scales(shape, scale_factor):
+    """``(output_size, factors)`` for the plain spellings of ``scale_factor``, else None."""
+    if type(scale_factor) in (float, int):
+        factors = (scale_factor,) * 3
+    elif type(scale_factor) in (tuple, list) and len(scale_factor) == 3:
+        factors = tuple(scale_factor)
+    else:
+        return None
+    if not all(type(f) in (float, int) and 0 < f < math.inf for f in factors):
+        return None
+    # PyTorch's rule (upsample::compute_output_size): the double product,
+    # truncated; a product past the limits goes the careful way.
+    size = tuple(int(n * float(f)) for n, f in zip(shape, factors))
+    if not all(0 < n <= MAX_DIM for n in size):
+        return None
+    return size, tuple(float(f) for f in factors)
+
+
+def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale_factor):
+    """``(output_size, align_corners, scales)`` as ``F.interpolate`` passes them on.
+
+    The plain spellings (ints, floats, tuples of them, a non-empty 5-D
+    tensor) are read here at once; anything else goes through
+    ``F.interpolate`` itself, whose call of ``aten::upsample_trilinear3d``
+    is caught by this module's CPU kernel before anything runs: every call
+    it refuses is refused with its own exception (a ``TypeError`` for
+    ``size=(5.0, 6, 7)``, a ``RuntimeError`` for a NaN factor, ...), and
+    every call it accepts gets the sizes and scales it computed (the
+    aten-level checks, sizes > 0 say, follow in the operator, through
+    PyTorch's kernel when this library's contract refuses the call).
+    """
+    if (x.dim() == 5 and all(x.shape[1:]) and (size is None) != (scale_factor is None)
+            and (align_corners is None or type(align_corners) is bool)):
+        if size is not None:
+            output_size = _plain_size(size, recompute_scale_factor)
+            if output_size is not None:
+                return output_size, bool(align_corners), (None, None, None)
+        elif recompute_scale_factor is None or type(recompute_scale_factor) is bool:
+            plain = _plain_scales(x.shape[2:], scale_factor)
+            if plain is not None:
+                scales = (None, None, None) if recompute_scale_factor else plain[1]
+                return plain[0], bool(align_corners), scales
+    _capture.on = True
+    try:
+        F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
+                      align_corners=align_corners,
+                      recompute_scale_factor=recompute_scale_factor)
+    except _Captured as captured:
+        return captured.output_size, captured.align_corners, captured.scales
+    finally:
+        _capture.on = False
+    raise AssertionError("F.interpolate returned without calling aten::upsample_trilinear3d")
+
+
+class _Captured(Exception):
+    """What ``F.interpolate`` handed ``aten::upsample_trilinear3d``, raised by the CPU kernel."""
+
+    def __init__(self, output_size, align_corners, scales):
+        super().__init__("captured")
+        self.output_size = tuple(output_size)
+        self.align_corners = align_corners
+        self.scales = scales
+
+
+# While set in a thread, the CPU kernel of aten::upsample_trilinear3d runs
+# nothing: it raises _Captured with its arguments (_interpolate_arguments).
+class _CaptureFlag(threading.local):
+    on = False    # the class attribute: every thread starts with it off
+
+
+_capture = _CaptureFlag()
 
 
 def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
@@ -343,7 +504,9 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     float rounding of PyTorch's result, not always bitwise equal; see
     ``docs/numerics.md``) and its backward, which returns the gradient in
     ``x``'s memory format; on other devices with PyTorch's.  Double backward
-    works (the backward's adjoint is the forward).
+    works (the backward's adjoint is the forward), and so do forward-mode AD
+    and ``torch.func`` (``grad``, ``vmap``, ``jacrev``, ``jacfwd``).  Every
+    call ``F.interpolate`` refuses is refused with the same exception type.
 
     Parameters
     ----------
@@ -360,7 +523,13 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     Returns
     -------
     torch.Tensor
-        The upsampled tensor, in ``x``'s memory format.
+        The upsampled tensor, in ``x``'s memory format, from PyTorch's
+        allocator.
+
+    Raises
+    ------
+    TypeError, ValueError, RuntimeError, NotImplementedError
+        What ``F.interpolate`` raises for the same arguments.
 
     Examples
     --------
@@ -371,10 +540,13 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     torch.Size([2, 4, 16, 16, 16])
     >>> y.square().mean().backward()
     """
-    if x.dim() != 5:
-        raise ValueError(f"x must be 5-D (N, C, D, H, W), got {x.dim()}-D")
-    return UpsampleTrilinear3d.apply(x, size, scale_factor, align_corners,
-                                     recompute_scale_factor)
+    if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
+        # Other devices (and whatever is not a tensor): PyTorch's own.
+        return F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
+                             align_corners=align_corners,
+                             recompute_scale_factor=recompute_scale_factor)
+    return _apply(UpsampleTrilinear3d, x, *_interpolate_arguments(
+        x, size, scale_factor, align_corners, recompute_scale_factor))
 
 
 # -- overriding aten's CPU kernel ----------------------------------------------
@@ -471,6 +643,8 @@ def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w
 
 def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
     # The CPU kernel of aten::upsample_trilinear3d from import on.
+    if _capture.on:
+        raise _Captured(output_size, align_corners, (scales_d, scales_h, scales_w))
     if not _active:
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
     return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
@@ -521,11 +695,15 @@ def enable():
     each CPU call is handed to PyTorch's own kernel (a Python hop of a few
     microseconds; results identical).
 
-    Works in eager mode and under ``torch.compile`` with the ``"eager"`` and
-    ``"aot_eager"`` backends.  The default ``"inductor"`` backend decomposes
-    trilinear upsampling into indexing and generates its own backward, which
-    never calls the aten operator: there, use :func:`upsample_trilinear3d`,
-    whose backward is an opaque custom operator that inductor keeps.
+    Served in eager mode and, under ``torch.compile``, with the
+    ``backend="eager"`` backend only.  ``"aot_eager"``, ``"inductor"`` (the
+    default) and every other backend built on AOTAutograd trace
+    ``F.interpolate``'s decomposition into indexing and derive the backward
+    from it, so neither aten operator is called and the override has no
+    effect there (:func:`call_counts` stays put; the results are PyTorch's
+    compiled code's).  In compiled models use :func:`upsample_trilinear3d`,
+    whose forward and backward are opaque custom operators that every
+    backend keeps (``docs/torch.md``, "torch.compile").
 
     Examples
     --------
