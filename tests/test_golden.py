@@ -63,6 +63,11 @@ def test_metrics_special_values_follow_the_third_party():
     assert golden.metrics(a, g, "float32", reference=a)["special_mismatches"] == 0
     m = golden.metrics(a, g, "float32", reference=g)
     assert m["special"] == 3 and m["special_mismatches"] == 1 and m["mare"] == 0.0
+    # A golden beyond the type's range is its infinity there (float16: 65520 rounds up).
+    assert golden.metrics([np.inf], [65520.0], "float16")["special_mismatches"] == 0
+    assert golden.metrics([65504.0], [65520.0], "float16")["special_mismatches"] == 1
+    assert golden.metrics([65504.0], [65519.0], "float16")["special_mismatches"] == 0
+    assert golden.metrics([np.inf], [65520.0], "float32")["special_mismatches"] == 1
     # A finite golden with a NaN result (an element never written) is a mismatch.
     assert golden.metrics([np.nan], [2.0], "float16")["special_mismatches"] == 1
 
@@ -312,6 +317,10 @@ def test_generate_from_atk_and_compare(atk_file, tmp_path):
     manifest = golden.generate(d, atk=atk_file, actual=a)
     assert manifest["source"] == {"atk": atk_file.name} and len(manifest["cases"]) == 5
     assert golden.compare(d, a, reference=a).passed
+    kept = golden.generate(tmp_path / "k", atk=atk_file, max_elements=4000)
+    assert [c["rule"]["atk_id"] for c in kept["cases"]] == [2, 3, 4]
+    assert [(c["rule"]["atk_id"], c["elements"]) for c in kept["skipped"]] == \
+        [(0, 3 * 47 * 60 * 7), (1, 8 * 3 * 7 * 4 * 8)]
 
 
 # ---------------------------------------------------------------- files and the round trip

@@ -66,7 +66,7 @@ def _progress(what, total, progress):
 
 
 def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed=0, atk=None,
-             special=True, actual=None, progress=None):
+             special=True, actual=None, progress=None, max_elements=None):
     """Write cases, their inputs and float64 goldens, and ``manifest.json`` into ``directory``.
 
     Parameters
@@ -92,6 +92,10 @@ def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed
         ``actual/<id>.actual.bin`` (the format an NPU run writes).
     progress : bool or file, optional
         A progress bar (default: on stderr for 200 cases or more when it is a terminal).
+    max_elements : int, optional
+        Leave out the cases whose input or result has more elements (ops-cv's
+        public ATK file has gradOuts of 2^30 elements: 8 GiB of float64
+        golden each); the manifest lists them under ``skipped``.
 
     Returns
     -------
@@ -113,6 +117,13 @@ def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed
                              cases, seed, special)
         source = {"rules": "commercial_standard.md section 2", "level": level, "seed": seed,
                   "special_cases": bool(special)}
+    skipped = []
+    if max_elements is not None:
+        def size(c):
+            return max(int(np.prod(c["input_shape"])), int(np.prod(c["result_shape"])))
+
+        skipped = [dict(c, elements=size(c)) for c in chosen if size(c) > max_elements]
+        chosen = [c for c in chosen if size(c) <= max_elements]
     os.makedirs(directory, exist_ok=True)
     if actual is not None:
         os.makedirs(actual, exist_ok=True)
@@ -137,7 +148,7 @@ def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed
                 "version": __version__, "op": op, "source": source,
                 "golden_dtype": _files.GOLDEN_DTYPE, "byte_order": "little",
                 "result_elements": int(sum(np.prod(c["result_shape"]) for c in entries)),
-                "cases": entries}
+                "cases": entries, "skipped": skipped}
     _files.write_manifest(directory, manifest)
     return manifest
 

@@ -49,6 +49,9 @@ def parser():
                    help="leave out the special cases (empty, sizes 1, NaN/Inf)")
     g.add_argument("--write-actual", metavar="ADIR",
                    help="also write this library's own results as ADIR/<id>.actual.bin")
+    g.add_argument("--max-elements", type=_count, default=None, metavar="N",
+                   help="leave out cases with more than N elements in an array (listed in the "
+                        "manifest as skipped)")
     g.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     c = sub.add_parser("compare", help="judge ADIR/<id>.actual.bin against DIR's goldens")
     c.add_argument("directory", metavar="DIR")
@@ -76,7 +79,7 @@ def main(argv):
             manifest = generate(args.directory, op=args.op, level=args.level, dtypes=args.dtypes,
                                 cases=args.cases, seed=args.seed, atk=args.atk,
                                 special=args.special, actual=args.write_actual,
-                                progress=args.progress)
+                                progress=args.progress, max_elements=args.max_elements)
             cases = manifest["cases"]
             bad = [c["id"] for c in cases
                    if not c["checks"]["deterministic"] or c["checks"]["unwritten"]]
@@ -85,6 +88,9 @@ def main(argv):
                   f"<id>.golden.bin (float64)")
             print(f"this library: every case deterministic (2 runs, same bits) and every element "
                   f"written (NaN-prefilled): {'yes' if not bad else 'NO: ' + ', '.join(bad)}")
+            if manifest["skipped"]:
+                print(f"left out {len(manifest['skipped'])} case(s) over --max-elements "
+                      f"{args.max_elements} (manifest.json: skipped)")
             if args.write_actual:
                 print(f"this library's results: {args.write_actual}/<id>.actual.bin")
             return 0 if not bad else 1

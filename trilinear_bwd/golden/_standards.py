@@ -65,15 +65,16 @@ def metrics(actual, golden, dtype, reference=None):
         The result's storage type: it picks the thresholds.
     reference : array_like, optional
         The third party's result.  Only for the special values: an element
-        whose golden or actual value is NaN or an infinity counts as right
-        when ``actual`` equals ``golden`` there, or (given ``reference``)
-        equals ``reference`` (commercial standard, 5.3.3).
+        whose golden (rounded to ``dtype``: beyond its range, an infinity)
+        or actual value is NaN or an infinity counts as right when
+        ``actual`` equals that golden there, or (given ``reference``) equals
+        ``reference`` (commercial standard, 5.3.3).
 
     Returns
     -------
     dict
-        ``elements``; ``special`` (elements where golden or actual is not
-        finite) and ``special_mismatches``; over the finite elements with
+        ``elements``; ``special`` (elements where the golden rounded to
+        ``dtype`` or actual is not finite) and ``special_mismatches``; over the finite elements with
         ``|golden|`` at or above the dtype's small-value threshold (the
         commercial standard's normal range): ``mare``, ``mere``, ``rmse``;
         over all finite elements (the experimental standard): ``mare_all``,
@@ -88,9 +89,15 @@ def metrics(actual, golden, dtype, reference=None):
     g = np.asarray(golden, dtype=np.float64).ravel()
     if a.shape != g.shape:
         raise ValueError(f"actual has {a.size} elements, golden {g.size}")
-    finite = np.isfinite(a) & np.isfinite(g)
+    from ._cases import numpy_dtype
+
+    # The truth as the result's type can hold it: a golden beyond the type's
+    # range is an infinity there, and an NPU that returns it is right.
+    with np.errstate(over="ignore"):
+        held = g.astype(numpy_dtype(name)).astype(np.float64)
+    finite = np.isfinite(a) & np.isfinite(held)
     special = ~finite
-    right = _same_special(a[special], g[special])
+    right = _same_special(a[special], held[special])
     if reference is not None:
         r = np.asarray(reference, dtype=np.float64).ravel()
         if r.shape != g.shape:
@@ -103,7 +110,6 @@ def metrics(actual, golden, dtype, reference=None):
     normal = np.abs(gf) >= small_threshold
     t = THRESHOLD[name]
     from ..reference import ulp
-    from ._cases import numpy_dtype
 
     limit = np.maximum(ABS_ERROR_LIMIT[name], ULP_LIMIT * ulp(gf, numpy_dtype(name)))
     matched = int(np.count_nonzero(err <= t + t * np.abs(gf))) + int(np.count_nonzero(right))
