@@ -136,8 +136,7 @@ def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed
         own, checks = _run.library_result(case, x)
         case.update(input=f"{case['id']}.input.bin", golden=f"{case['id']}.golden.bin",
                     checks=checks)
-        _files.write_array(os.path.join(directory, case["input"]), _run._in_format(x, "NCDHW"),
-                           case["format"])
+        _files.write_array(os.path.join(directory, case["input"]), x, case["format"])
         _files.write_array(os.path.join(directory, case["golden"]), truth, case["format"])
         if actual is not None:
             _files.write_array(os.path.join(actual, f"{case['id']}.actual.bin"), own,
