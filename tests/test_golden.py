@@ -188,7 +188,7 @@ def test_verdict_refuses_unknown_standard_and_missing_third_party():
 # ---------------------------------------------------------------- cases
 
 
-@pytest.mark.parametrize("level", ["L0", "L1", "L2"])
+@pytest.mark.parametrize("level", ["L0", "L1", pytest.param("L2", marks=pytest.mark.slow)])
 def test_level_rules_counts_coverage_and_distributions(level):
     cases = _cases.level_cases("backward", level, special=False)
     assert len(cases) == {"L0": 5000, "L1": 10000, "L2": 30000}[level]
