@@ -4,6 +4,9 @@ Without arguments it runs the CANN documentation's worked example, then a
 U-Net-sized volume (2 x 32 x 32^3 <- 64^3), compares each result with the
 float64 NumPy reference and prints shapes, the largest error against the
 error bound, and the time.  Exit status 1 if a result is out of bounds.
+
+``python -m trilinear_bwd golden generate|compare ...`` is the golden-data
+workbench (``trilinear_bwd.golden``, docs/golden.md).
 """
 
 import argparse
@@ -98,6 +101,8 @@ def parser():
             "NumPy reference, and report the error and the time. With no shape "
             "options: the CANN worked example, then a 2x32x32^3 <- 64^3 volume."
         ),
+        epilog="Golden data and Ascend's precision standards: "
+               "python -m trilinear_bwd golden --help",
     )
     p.add_argument("--batch", "-n", type=_bounded(1, "N"), default=None, help="N (default 2)")
     p.add_argument("--channels", "-c", type=_bounded(1, "C"), default=None,
@@ -178,8 +183,13 @@ def main(argv=None):
     A bad option, or a case the operator refuses or the machine cannot hold,
     is one line on stderr and exit status 2, as argparse reports its own.
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["golden"]:  # the workbench's own verbs and parser
+        from trilinear_bwd.golden._cli import main as golden_main
+
+        return golden_main(argv[1:])
     cli = parser()
-    args = cli.parse_args(_join_negative_values(sys.argv[1:] if argv is None else list(argv)))
+    args = cli.parse_args(_join_negative_values(argv))
     try:
         return _main(args)
     except MemoryError as exc:

@@ -1,0 +1,294 @@
+"""Cases: the commercial standard's generation rules per level, and ATK case files.
+
+A case is a plain dict (the manifest's entry without file names): ``op``,
+``dtype``, ``format``, ``input_shape`` (the logical NCDHW shape of the
+operator's input: gradOut for the backward, self for the forward),
+``result_shape``, ``align_corners``, ``scales`` (as the CANN call takes
+them) and ``rule`` (how the input's values are drawn, with the case's own
+seed).  :func:`values` draws the input of a case from its rule alone, so a
+manifest entry is enough to draw it again.
+"""
+
+import itertools
+import json
+import math
+
+import numpy as np
+
+from ._standards import DTYPES, LEVELS
+
+OPS = ("backward", "forward")
+FORMATS = ("NCDHW", "NDHWC")
+# Commercial standard, table of section 2: cases per level.
+LEVEL_CASES = {"L0": 5000, "L1": 10000, "L2": 30000}
+# The scales' equivalence classes under CANN's rule: none given (the size
+# ratio), all three given (used), one not given (all three ignored).
+SCALE_CLASSES = ("none", "given", "partial")
+# Distributions of the values, in slots of ten cases (section 2: L0 50%
+# uniform [-5, 5], 50% normal; L1/L2 10% uniform [-0.001, 0.001], 30% uniform
+# [-5, 5], 40% normal, 20% outliers).
+_SLOTS = {"L0": ("uniform",) * 5 + ("normal",) * 5,
+          "L1": ("small",) + ("uniform",) * 3 + ("normal",) * 4 + ("outliers",) * 2}
+_SLOTS["L2"] = _SLOTS["L1"]
+# L0 generalises sizes by steps of 15 and 16 (section 2); L1/L2 draw them at random.
+_L0_SIZES = (1, 2, 15, 16, 17)
+_RANDOM_SIZES = tuple(range(1, 25))
+_CHANNELS = (1, 2, 3, 4, 16)
+# Per case, at most this many elements in either array: keeps a level's run
+# to minutes on a laptop while the set's result elements stay above the
+# standard's 1,000,000 (section 2, note 3).
+MAX_ELEMENTS = 1 << 14
+SPECIAL_VALUES = ("nan", "inf", "-inf", "-inf,inf")
+_SPECIAL_SHAPES = ((1, 1, 2, 2, 2), (1, 2, 3, 4, 5), (2, 1, 4, 1, 3), (1, 3, 5, 5, 1))
+
+_ATK_DTYPES = {"fp16": "float16", "float16": "float16", "bf16": "bfloat16",
+               "bfloat16": "bfloat16", "fp32": "float32", "float32": "float32",
+               "float": "float32"}
+
+
+def numpy_dtype(name):
+    """The NumPy dtype of a standard dtype name (bfloat16 from ml_dtypes)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _sizes(op, n, c, small, large):
+    """``(input_shape, result_shape)`` of a case with the two spatial sizes given."""
+    small, large = (n, c) + tuple(small), (n, c) + tuple(large)
+    # The backward reads the larger gradOut; the forward reads the smaller self.
+    return (large, small) if op == "backward" else (small, large)
+
+
+def _draw_rule(kind, rng):
+    if kind == "uniform":
+        return {"distribution": "uniform", "low": -5.0, "high": 5.0}
+    if kind == "small":
+        return {"distribution": "uniform", "low": -0.001, "high": 0.001}
+    rule = {"distribution": "normal", "mu": float(rng.uniform(-100, 100)),
+            "sigma": float(rng.uniform(1, 25))}
+    if kind == "outliers":
+        base = rule if rng.random() < 0.5 else _draw_rule("uniform", rng)
+        rule = dict(base, outliers=True)
+    return rule
+
+
+def _scales(cls, small, large, rng):
+    # The forward's multiplier, out / in, for both operators.
+    ratios = [float(o) / float(i) for i, o in zip(small, large)]
+    if cls == "none":
+        return [0.0, 0.0, 0.0]
+    if cls == "given":
+        return ratios
+    ratios[int(rng.integers(3))] = 0.0
+    return ratios
+
+
+def level_cases(op, level, dtypes=DTYPES, count=None, seed=0, special=True):
+    """The cases of ``level``'s generation rules, in a fixed order for ``seed``.
+
+    Parameters
+    ----------
+    op : {"backward", "forward"}
+    level : {"L0", "L1", "L2"}
+    dtypes : sequence of str
+        The dtypes covered (default: the three of the standards).
+    count : int, optional
+        At most this many regular cases (default: the level's count).
+    seed : int
+    special : bool
+        Add the special cases (empty, all sizes 1, NaN/Inf inputs), which the
+        standard does not count in the level's scale.
+
+    Returns
+    -------
+    list of dict
+    """
+    if op not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    for name in dtypes:
+        if name not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+    total = LEVEL_CASES[level] if count is None else int(count)
+    rng = np.random.default_rng(seed)
+    # dtype x format x alignCorners x scale class, orthogonal: case k takes
+    # combination k mod their count, its distribution slot from k div it.
+    combos = list(itertools.product(dtypes, FORMATS, (False, True), SCALE_CLASSES))
+    cases = []
+    for k in range(total):
+        dtype, fmt, align, cls = combos[k % len(combos)]
+        kind = _SLOTS[level][(k // len(combos)) % 10]
+        sizes = _L0_SIZES if level == "L0" else _RANDOM_SIZES
+        while True:
+            n, c = 1 + int(rng.integers(2)), _CHANNELS[int(rng.integers(len(_CHANNELS)))]
+            picks = rng.integers(len(sizes), size=6).tolist()
+            small = [sizes[p] for p in picks[:3]]
+            large = [sizes[p] for p in picks[3:]]
+            # An upsample (or same size) on each axis most of the time, as in training.
+            if rng.random() < 0.8:
+                small, large = [min(a, b) for a, b in zip(small, large)], \
+                    [max(a, b) for a, b in zip(small, large)]
+            if n * c * max(math.prod(small), math.prod(large)) <= MAX_ELEMENTS:
+                break
+        input_shape, result_shape = _sizes(op, n, c, small, large)
+        scales = _scales(cls, small, large, rng)
+        cases.append(_case(op, dtype, fmt, input_shape, result_shape, align, scales,
+                           dict(_draw_rule(kind, rng), seed=int(rng.integers(2 ** 63)))))
+    if special:
+        cases.extend(special_cases(op, dtypes, rng))
+    return cases
+
+
+def _case(op, dtype, fmt, input_shape, result_shape, align, scales, rule):
+    return {"op": op, "dtype": dtype, "format": fmt, "input_shape": list(input_shape),
+            "result_shape": list(result_shape), "align_corners": bool(align),
+            "scales": [float(s) for s in scales], "rule": rule}
+
+
+def special_cases(op, dtypes, rng):
+    """Section 2.1's special cases: empty tensors (N = 0; C = 0 for the backward), every size 1, NaN/Inf inputs."""
+    cases = []
+    for dtype in dtypes:
+        def add(shape_in, shape_out, rule, fmt="NCDHW"):
+            rule = dict(rule, seed=int(rng.integers(2 ** 63)))
+            cases.append(_case(op, dtype, fmt, *_sizes(op, shape_in[0], shape_in[1],
+                                                        shape_in[2:], shape_out[2:]),
+                               False, [0.0] * 3, rule))
+
+        uniform = {"distribution": "uniform", "low": -5.0, "high": 5.0, "special": "empty"}
+        add((0, 2, 2, 3, 4), (0, 2, 4, 6, 8), uniform)
+        # The forward refuses C = 0 (CANN's and PyTorch's rule): N = 0 twice.
+        add((2, 0, 2, 3, 4) if op == "backward" else (0, 3, 1, 2, 3),
+            (2, 0, 4, 6, 8) if op == "backward" else (0, 3, 2, 4, 6), uniform, "NDHWC")
+        add((1, 1, 1, 1, 1), (1, 1, 1, 1, 1), dict(uniform, special="sizes 1"))
+        for value, shape in itertools.product(SPECIAL_VALUES, _SPECIAL_SHAPES):
+            small = shape[2:]
+            large = tuple(2 * s for s in small)
+            add(shape, shape[:2] + large, {"distribution": "constant", "special": value})
+    return cases
+
+
+def values(case):
+    """Draw a case's input (its dtype, logical NCDHW shape) from its rule."""
+    rule = case["rule"]
+    shape = tuple(case["input_shape"])
+    rng = np.random.default_rng(rule.get("seed", 0))
+    dist = rule["distribution"]
+    if dist == "uniform":
+        x = rng.uniform(rule["low"], rule["high"], shape)
+    elif dist == "normal":
+        x = rng.normal(rule["mu"], rule["sigma"], shape)
+    elif dist == "constant":
+        choices = [float(v) for v in rule["special"].split(",")]
+        x = rng.choice(np.array(choices), shape) if len(choices) > 1 else np.full(shape, choices[0])
+    else:
+        raise ValueError(f"unknown distribution {dist!r} in case {case.get('id', '?')}")
+    if rule.get("outliers") and x.size:
+        # Section 5.1.2: k = max(1, floor(n / 1000)) distinct positions, times 1000.
+        k = max(1, x.size // 1000)
+        flat = x.reshape(-1)
+        flat[rng.choice(x.size, k, replace=False)] *= 1000.0
+    return x.astype(numpy_dtype(case["dtype"]))
+
+
+def atk_cases(path, op="backward"):
+    """The cases of an ATK case file (ops-cv's ``atk_aclnnUpsampleTrilinear3dBackward.json``).
+
+    Each ATK case describes the forward call ``interpolate(input, size=...)``
+    (or ``scale_factor=...``) whose backward is tested: ``input``'s shape is
+    the backward's gradInput, ``size`` the spatial size of gradOut.  As ATK's
+    own executor does for the CANN call, a case given by ``size`` passes
+    scales 0 (its ``scales*_double`` entries are not used) and one given by
+    ``scale_factor`` passes those scales with ``outputSize = int(in * s)``.
+    The values follow ``range_values``: ``{"name": "nd", "mean": [a, b],
+    "std": [c, d]}`` a normal law with mu and sigma drawn in those ranges,
+    ``[low, high]`` a uniform law, ``["nan"]`` / ``["inf"]`` / ``["-inf"]``
+    / ``["-inf", "inf"]`` the special values; ``outlier_values`` set adds
+    the outliers.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    op : {"backward", "forward"}
+
+    Returns
+    -------
+    list of dict
+        One case per ATK case, in the file's order; ``rule`` records the ATK id.
+
+    Raises
+    ------
+    ValueError
+        A case the parser cannot read, named by its ATK id and the field.
+    """
+    if op not in OPS:
+        raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
+    with open(path, encoding="utf-8") as f:
+        try:
+            document = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(document, list):
+        raise ValueError(f"{path}: an ATK case file is a JSON list of cases")
+    rng = np.random.default_rng(0)
+    return [_atk_case(item, op, path, rng) for item in document]
+
+
+def _atk_case(item, op, path, rng):
+    ident = item.get("id", "?") if isinstance(item, dict) else "?"
+    where = f"{path}: ATK case {ident}"
+    try:
+        entries = {}
+        for entry in item["inputs"]:
+            if isinstance(entry, list):
+                entries[entry[0]["name"]] = [e["range_values"] for e in entry]
+            else:
+                entries[entry["name"]] = entry
+        tensor = entries["input"]
+    except (KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"{where}: no readable 'inputs' with an 'input' tensor ({exc!r})") from None
+    dtype = _ATK_DTYPES.get(str(tensor.get("dtype")).lower())
+    if dtype is None:
+        raise ValueError(f"{where}: input dtype {tensor.get('dtype')!r} is not one of "
+                         f"{', '.join(sorted(_ATK_DTYPES))}")
+    shape = tensor.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 5 and all(isinstance(v, int) for v in shape)):
+        raise ValueError(f"{where}: input shape must be 5 integers, got {shape!r}")
+    align = entries.get("align_corners", {}).get("range_values", False)
+    fmt = entries.get("format", {}).get("range_values", "NCDHW")
+    if fmt not in FORMATS:
+        raise ValueError(f"{where}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if "size" in entries:
+        size, scales = [int(v) for v in entries["size"]], [0.0, 0.0, 0.0]
+    elif "scale_factor" in entries:
+        factor = entries["scale_factor"]
+        factor = factor if isinstance(factor, list) else [factor["range_values"]] * 3
+        scales = [float(v) for v in factor]
+        size = [int(n * s) for n, s in zip(shape[2:], scales)]
+    else:
+        raise ValueError(f"{where}: neither 'size' nor 'scale_factor' given")
+    rule = _atk_rule(tensor.get("range_values"), where, rng)
+    if tensor.get("outlier_values"):
+        rule["outliers"] = True
+    rule.update(atk_id=ident, seed=int(rng.integers(2 ** 63)))
+    input_shape, result_shape = ((shape[:2] + size, shape) if op == "backward"
+                                 else (shape, shape[:2] + size))
+    return _case(op, dtype, fmt, input_shape, result_shape, bool(align), scales, rule)
+
+
+def _atk_rule(spec, where, rng):
+    if isinstance(spec, dict) and spec.get("name") == "nd":
+        (m0, m1), (s0, s1) = spec["mean"], spec["std"]
+        return {"distribution": "normal", "mu": float(rng.uniform(m0, m1)),
+                "sigma": float(rng.uniform(s0, s1))}
+    if isinstance(spec, list) and spec and all(isinstance(v, str) for v in spec):
+        text = ",".join(v.strip().lower() for v in spec)
+        if all(v in ("nan", "inf", "-inf") for v in text.split(",")):
+            return {"distribution": "constant", "special": text}
+    if isinstance(spec, list) and len(spec) == 2 and all(isinstance(v, (int, float)) for v in spec):
+        return {"distribution": "uniform", "low": float(spec[0]), "high": float(spec[1])}
+    raise ValueError(f"{where}: input range_values {spec!r} is not a law this parser reads")
