@@ -41,7 +41,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import _pool
+from . import _fork, _pool
 from ._api import upsample_trilinear3d as _tb_forward
 from ._api import upsample_trilinear3d_backward as _tb_backward
 from ._status import InvalidArgumentError, NullArgumentError
@@ -387,6 +387,7 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
 # hands every call to PyTorch's own kernel.
 
 _lock = threading.Lock()
+_fork.renew(globals(), "_lock", threading.Lock)
 _active = False
 
 
