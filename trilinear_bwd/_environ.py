@@ -17,15 +17,17 @@ KERNEL = "TRILINEAR_BWD_KERNEL"
 
 # Every variable the package itself parses -> the forms it accepts.
 VARIABLES = {
-    POOL_BYTES: "a byte count: digits, optionally followed by K, M, G or T (or KiB, MiB, "
-                "GiB, TiB; powers of 1024, any case), e.g. 536870912, 512M, 1GiB; 0 turns "
-                "the pool off",
+    POOL_BYTES: "a byte count: digits 0-9, optionally followed by K, M, G or T (or KiB, MiB, "
+                "GiB, TiB; powers of 1024, any case) and B, e.g. 536870912, 512M, 1GiB; at most "
+                "2**63 - 1; 0 turns the pool off",
     KERNEL: "one of the kernel variants built and runnable here (avx512, avx2, baseline; "
             "any case); empty or unset picks the fastest",
 }
 
+# The largest byte count a variable may give (an int64, what C and NumPy sizes hold).
+MAX_BYTES = 2**63 - 1
 _UNITS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
-_BYTES = re.compile(r"\s*(\d+)\s*([KMGT]?)(I?B)?\s*", re.IGNORECASE)
+_BYTES = re.compile(r"\s*([0-9]+)\s*([KMGT]?)(I?B)?\s*", re.IGNORECASE)
 
 
 def parse_bytes(text):
@@ -38,7 +40,8 @@ def parse_bytes(text):
     Returns
     -------
     int or None
-        >= 0; None for anything else (signs, decimals, exponents, junk).
+        0 to ``MAX_BYTES``; None for anything else (signs, decimals,
+        exponents, junk, more than ``MAX_BYTES``).
     """
     match = _BYTES.fullmatch(text)
     if match is None:
@@ -47,7 +50,10 @@ def parse_bytes(text):
     unit = unit.upper()
     if suffix is not None and suffix.upper() == "IB" and not unit:
         return None                      # "12iB" is not a unit
-    return int(digits) * 1024 ** _UNITS[unit]
+    if len(digits.lstrip("0")) > len(str(MAX_BYTES)):
+        return None                      # and no 5,000-digit int() to refuse it
+    nbytes = int(digits) * 1024 ** _UNITS[unit]
+    return nbytes if nbytes <= MAX_BYTES else None
 
 
 def _bad(name, value, default, why):
@@ -58,7 +64,7 @@ def _bad(name, value, default, why):
     )
 
 
-def read_bytes(name, default, maximum=None):
+def read_bytes(name, default):
     """Read a byte count from ``$name``; ``default`` if it is unset or unusable (with a warning).
 
     Parameters
@@ -66,8 +72,6 @@ def read_bytes(name, default, maximum=None):
     name : str
         A variable of ``VARIABLES``.
     default : int
-    maximum : int, optional
-        Larger values are unusable too.
 
     Returns
     -------
@@ -78,11 +82,8 @@ def read_bytes(name, default, maximum=None):
         return default
     nbytes = parse_bytes(value)
     if nbytes is None:
-        _bad(name, value, f"{default} bytes", "not a byte count (negative, fractional and exponent "
-                                   "forms are refused)")
-        return default
-    if maximum is not None and nbytes > maximum:
-        _bad(name, value, f"{default} bytes", f"more than {maximum} bytes")
+        _bad(name, value, f"{default} bytes", "not a byte count (negative, fractional, exponent "
+                                             f"forms and more than {MAX_BYTES} are refused)")
         return default
     return nbytes
 
