@@ -210,3 +210,17 @@ def test_a_workspace_of_unknown_owner_is_checked_every_run():
     ws.__array_interface__, ws.keep = small.__array_interface__, small
     with pytest.raises(ExecutionError, match="workspace must hold"):
         tb.execute(ws, size, ex)
+
+
+def test_a_pooled_result_as_workspace_is_remembered_and_kept():
+    """The pool's blocks cannot move under a view: remembered, and not reused while held."""
+    from trilinear_bwd import _pool
+
+    arrays, size, ex = _numpy_case("workspace", False)
+    ws = _pool.empty((1, 1, 1, 2**20, 1), np.float32).view(np.uint8).reshape(-1)
+    tb.execute(ws, size, ex)
+    assert ex._workspace_memo is not None
+    address = ws.ctypes.data
+    other = _pool.empty((1, 1, 1, 2**20, 1), np.float32)
+    assert other.ctypes.data != address
+    ex.destroy()

@@ -18,6 +18,8 @@ behind it.  Each kind of owner is handled here (``docs/reliability.md``,
   :class:`TorchMemory` checks before each run that the tensor still starts
   at the remembered address and that its storage still covers the bytes the
   kernel touches, and raises 361001 otherwise;
+* the package's own pooled results (``_pool``) keep their block until the
+  last view dies;
 * anything else (another DLPack producer, an ``__array_interface__``
   object) is not remembered at all: its address is taken afresh, with every
   check, on each run (:func:`stable`).
@@ -57,9 +59,15 @@ def pin(arr):
 
 
 def stable(arr):
-    """True if ``arr``'s memory cannot move while ``arr`` and :func:`pin` of it live."""
+    """True if ``arr``'s memory cannot move while ``arr`` and :func:`pin` of it live.
+
+    The package's own pooled results count: their owner never hands the
+    block back while a view of it lives (``_pool._Owner``).
+    """
+    from ._pool import _Owner
+
     owner = _owner(arr)
-    return owner is None or isinstance(owner, (np.ndarray, memoryview, bytes))
+    return owner is None or isinstance(owner, (np.ndarray, memoryview, bytes, _Owner))
 
 
 def extent(arr):
