@@ -272,7 +272,7 @@ class Executor:
                 "(call set_repeatable() before the first run to reuse it)"
             )
 
-    def _claim(self, workspace, workspace_size):
+    def _claim(self, workspace, workspace_size, queued=False):
         """Check phase two and, for a single-use executor, consume it.
 
         The caller holds ``_lock``.  The returned job captures the bound
@@ -299,7 +299,7 @@ class Executor:
                 workspace, workspace_size, self._args, buf, address) + keep
         if not self._repeatable:
             self._state = _CONSUMED
-        return _Job(self, buf, address, self.num_threads, keep)
+        return _Job(self, buf, address, self.num_threads, keep, queued)
 
     def _execute_now(self, workspace, workspace_size):
         if not self._busy.acquire(blocking=False):
@@ -322,7 +322,7 @@ class Executor:
         """
         with self._lock:
             state = self._state
-            job = self._claim(workspace, workspace_size)
+            job = self._claim(workspace, workspace_size, queued=True)
             try:
                 submit(job)
             except BaseException:
@@ -414,7 +414,7 @@ class _Job:
     __slots__ = ("_executor", "_kernel", "_args", "_workspace", "_address", "_threads",
                  "_held", "_checks")
 
-    def __init__(self, executor, workspace, address, threads, keep):
+    def __init__(self, executor, workspace, address, threads, keep, queued):
         self._executor = executor
         self._kernel = executor._kernel
         self._args = executor._args
@@ -422,9 +422,10 @@ class _Job:
         self._address = address
         self._threads = threads
         # Pins and checks of the arrays' and the workspace's memory, kept
-        # until the run: a stream runs it after launch returns.
+        # until the run: a stream runs it after launch returns (a run now
+        # follows the claim's own check of the workspace).
         pins, checks = executor._held
-        ws_check = keep[0] if keep else None
+        ws_check = keep[0] if keep and queued else None
         self._held = (pins, keep)
         self._checks = checks if ws_check is None else checks + (ws_check,)
 

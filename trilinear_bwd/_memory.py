@@ -97,19 +97,24 @@ class TorchMemory:
         Bytes from ``address`` the kernel may touch.
     """
 
-    __slots__ = ("name", "tensor", "address", "nbytes")
+    __slots__ = ("name", "tensor", "address", "nbytes", "_storage", "_base", "_need")
 
     def __init__(self, name, tensor, address, nbytes):
         self.name, self.tensor, self.address, self.nbytes = name, tensor, address, nbytes
+        # The storage is looked up once (a lookup costs more than the checks).
+        # While the tensor starts at ``address`` and this storage still starts
+        # at ``_base`` with ``_need`` bytes, ``address`` lies in live memory
+        # of that storage: no other storage can hold it at the same time.
+        storage = tensor.untyped_storage()
+        self._storage, self._base = storage, storage.data_ptr()
+        self._need = address - self._base + nbytes
 
     def holds(self):
         """True if the tensor still starts at ``address`` and its storage covers ``nbytes``."""
-        tensor = self.tensor
         try:
-            if tensor.data_ptr() != self.address:
-                return False
-            storage = tensor.untyped_storage()
-            return storage.nbytes() - (self.address - storage.data_ptr()) >= self.nbytes
+            storage = self._storage
+            return (self.tensor.data_ptr() == self.address and storage.data_ptr() == self._base
+                    and storage.nbytes() >= self._need)
         except Exception:  # noqa: BLE001 - a tensor that cannot say counts as moved
             return False
 
