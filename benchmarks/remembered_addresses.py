@@ -19,7 +19,7 @@ sys.path.insert(0, sys.argv[1])
 import trilinear_bwd as after  # noqa: E402
 import trilinear_bwd_before as before  # noqa: E402
 
-ROUNDS, CALLS = 15, 200
+ROUNDS, CALLS = 31, 100
 
 
 def executor_case(tb, shape, out_shape, kind):
