@@ -39,6 +39,7 @@ from ._executor import (
     get_workspace_size,
 )
 from ._info import show_config
+from . import pool
 from ._status import (
     ACLNN_ERR_INNER,
     ACLNN_ERR_PARAM_INVALID,
@@ -72,6 +73,7 @@ __all__ = [
     "execute",
     "get_forward_workspace_size",
     "get_workspace_size",
+    "pool",
     "show_config",
     "upsample_trilinear3d",
     "upsample_trilinear3d_backward",

@@ -1,14 +1,14 @@
 """Pick the kernel variant for this processor, once, at first use.
 
 ``TRILINEAR_BWD_KERNEL=baseline`` (or ``avx2``, ``avx512``) overrides the
-choice, for tests and for measuring one variant against another.
+choice, for tests and for measuring one variant against another; a variant
+not available here gives a ``RuntimeWarning`` and the fastest one runs.
 """
 
 import contextlib
 import importlib
-import os
 
-from . import _openmp_helpers
+from . import _environ, _openmp_helpers
 
 # Fastest first; each but the baseline needs the processor (and OS) support
 # its test reports.
@@ -47,23 +47,17 @@ def kernel_module(name=None):
     Parameters
     ----------
     name : {"avx512", "avx2", "baseline"} or None
-        None picks ``$TRILINEAR_BWD_KERNEL`` if set, else the fastest variant
-        this processor runs.
+        None picks ``$TRILINEAR_BWD_KERNEL`` if set to an available
+        variant, else (with a ``RuntimeWarning`` if it names another) the
+        fastest variant this processor runs.
     """
     global _chosen
     if name is not None:
         return importlib.import_module(f"trilinear_bwd._kernels_{name}")
     if _chosen is None:
-        wanted = os.environ.get("TRILINEAR_BWD_KERNEL", "").strip().lower()
         available = available_variants()
-        if wanted and wanted not in available:
-            raise ImportError(
-                f"TRILINEAR_BWD_KERNEL={wanted!r} is not available here; "
-                f"choose one of {available}"
-            )
-        _chosen = importlib.import_module(
-            f"trilinear_bwd._kernels_{wanted or available[0]}"
-        )
+        wanted = _environ.read_choice(_environ.KERNEL, available, available[0])
+        _chosen = importlib.import_module(f"trilinear_bwd._kernels_{wanted}")
     return _chosen
 
 

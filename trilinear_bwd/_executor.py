@@ -7,14 +7,13 @@ phase two only checks the workspace and the executor's state, then runs the
 kernel with the GIL released.
 """
 
-import os
 import threading
 import warnings
 import weakref
 
 import numpy as np
 
-from . import _dispatch, _openmp_helpers
+from . import _dispatch, _fork, _memory, _openmp_helpers
 from ._arguments import (
     checked_workspace,
     rebind,
@@ -53,16 +52,13 @@ _forked_after_team = False
 _live = weakref.WeakSet()
 
 
+@_fork.at_child
 def _after_fork_in_child():
     global _forked_after_team
     _forked_after_team = _forked_after_team or _team_started
     for executor in list(_live):
         executor._lock = threading.Lock()
         executor._busy = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fork_safe_threads(threads):
@@ -113,6 +109,9 @@ class Executor:
         self._state = _READY
         self._repeatable = False
         self._last_team = None
+        # What keeps the bound arrays' remembered addresses true (_memory):
+        # NumPy owners pinned, torch tensors checked before each run.
+        self._held = _memory.bound(args)
         self._workspace_memo = None
         _live.add(self)
 
@@ -229,7 +228,8 @@ class Executor:
                 raise ExecutionError(
                     "update_arrays needs a repeatable executor; call set_repeatable() first"
                 )
-            self._args = rebind(self._args, grad_out, grad_input)
+            args = rebind(self._args, grad_out, grad_input)
+            self._args, self._held = args, _memory.bound(args)
 
     def destroy(self):
         """Release the executor (``aclDestroyAclOpExecutor``); later runs get 361001.
@@ -242,6 +242,7 @@ class Executor:
         with self._lock:
             self._state = _DESTROYED
             self._args = self._plan = self._kernel = self._workspace_memo = None
+            self._held = ((), ())
 
     def __enter__(self):
         return self
@@ -271,7 +272,7 @@ class Executor:
                 "(call set_repeatable() before the first run to reuse it)"
             )
 
-    def _claim(self, workspace, workspace_size):
+    def _claim(self, workspace, workspace_size, queued=False):
         """Check phase two and, for a single-use executor, consume it.
 
         The caller holds ``_lock``.  The returned job captures the bound
@@ -282,17 +283,23 @@ class Executor:
         memo = self._workspace_memo
         if (memo is not None and memo[0] is workspace and type(workspace_size) is int
                 and workspace_size == memo[1] and memo[2] is self._args
-                and (memo[3] is None or memo[3].flags.writeable)):
+                and (memo[3] is None or memo[3].flags.writeable)
+                and (memo[5] is None or memo[5].holds())):
             # The same workspace as the last run, already checked against
-            # these arrays: a repeated run costs no more than the kernel.
-            buf, address = memo[3], memo[4]
+            # these arrays, and its memory where it was (memo[5] checks a
+            # torch tensor; NumPy memory is pinned by memo[6]): a repeated
+            # run costs no more than the kernel.
+            buf, address, keep = memo[3], memo[4], memo[5:]
         else:
             buf = checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
             address = 0 if buf is None else data_address(buf)
-            self._workspace_memo = (workspace, workspace_size, self._args, buf, address)
+            keep = _workspace_keep(workspace, buf, workspace_size)
+            # An owner that could move the memory unseen is checked afresh every run.
+            self._workspace_memo = None if keep is None else (
+                workspace, workspace_size, self._args, buf, address) + keep
         if not self._repeatable:
             self._state = _CONSUMED
-        return _Job(self, buf, address, self.num_threads)
+        return _Job(self, buf, address, self.num_threads, keep, queued)
 
     def _execute_now(self, workspace, workspace_size):
         if not self._busy.acquire(blocking=False):
@@ -315,12 +322,28 @@ class Executor:
         """
         with self._lock:
             state = self._state
-            job = self._claim(workspace, workspace_size)
+            job = self._claim(workspace, workspace_size, queued=True)
             try:
                 submit(job)
             except BaseException:
                 self._state = state
                 raise
+
+
+def _workspace_keep(workspace, buf, workspace_size):
+    """``(torch check or None, NumPy pin or None)`` keeping a checked workspace's address true.
+
+    None if its owner could move it unseen (see ``_memory``): such a
+    workspace is not remembered.
+    """
+    if buf is None:
+        return (None, None)
+    if _memory.is_tensor(workspace):
+        return (_memory.TorchMemory("workspace", workspace, data_address(buf), workspace_size),
+                None)
+    if not _memory.stable(buf):
+        return None
+    return (None, _memory.pin(buf))
 
 
 def _default_cap(args):
@@ -335,15 +358,18 @@ def _default_team(n_slots, cap, default=None):
     return max(1, min(default, n_slots, cap))
 
 
-def run_kernel(kernel, args, workspace, threads):
+def run_kernel(kernel, args, workspace, threads, checks=()):
     """Run ``kernel`` on ``args`` with ``workspace`` (an address); return the team that ran.
 
     Checks first that bound torch tensors still use the memory they were
-    bound with, and marks a torch ``gradInput`` as written afterwards.
+    bound with (and each of ``checks``, ``_memory.TorchMemory``), and marks
+    a torch ``gradInput`` as written afterwards.
     """
     global _team_started
     for binding in args.tensors:
         binding.check()
+    for check in checks:
+        check.check()
     gout, gin = args.addresses()
     team = kernel.run(gout, gin, workspace, _fork_safe_threads(threads))
     _team_started = _team_started or team > 1
@@ -359,6 +385,7 @@ def run_kernel(kernel, args, workspace, threads):
 # it is small (a workspace is a few rows per thread, not a volume).
 SCRATCH_KEEP_BYTES = 16 * 2**20
 _scratch = threading.local()
+_fork.renew(globals(), "_scratch", threading.local)
 
 
 def run_once(args, num_threads):
@@ -384,20 +411,28 @@ def run_once(args, num_threads):
 class _Job:
     """One claimed run of an executor: its arrays, kernel and workspace, fixed at launch."""
 
-    __slots__ = ("_executor", "_kernel", "_args", "_workspace", "_address", "_threads")
+    __slots__ = ("_executor", "_kernel", "_args", "_workspace", "_address", "_threads",
+                 "_held", "_checks")
 
-    def __init__(self, executor, workspace, address, threads):
+    def __init__(self, executor, workspace, address, threads, keep, queued):
         self._executor = executor
         self._kernel = executor._kernel
         self._args = executor._args
         self._workspace = workspace      # kept alive until the run
         self._address = address
         self._threads = threads
+        # Pins and checks of the arrays' and the workspace's memory, kept
+        # until the run: a stream runs it after launch returns (a run now
+        # follows the claim's own check of the workspace).
+        pins, checks = executor._held
+        ws_check = keep[0] if keep and queued else None
+        self._held = (pins, keep)
+        self._checks = checks if ws_check is None else checks + (ws_check,)
 
     def run(self):
-        """Run the kernel, then mark a torch ``gradInput`` as written."""
+        """Check the memory is still there, run the kernel, then mark a torch ``gradInput`` as written."""
         self._executor._last_team = run_kernel(self._kernel, self._args, self._address,
-                                               self._threads)
+                                               self._threads, self._checks)
 
     def __call__(self):
         # On a stream's worker: wait for a run of the same executor in

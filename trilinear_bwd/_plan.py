@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _fork
 from ._tables import axis_table
 
 LINE = 64
@@ -324,6 +325,7 @@ def data_address(arr):
 PLAN_CACHE_SIZE = 64
 _plans = collections.OrderedDict()
 _plans_lock = threading.Lock()
+_fork.renew(globals(), "_plans_lock", threading.Lock)
 
 
 def planned(args, n_threads, kernel_module):

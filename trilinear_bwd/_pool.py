@@ -1,4 +1,4 @@
-"""A bounded pool of already-faulted memory for the results the library allocates.
+"""A bounded LRU pool of already-faulted memory for the results the library allocates.
 
 A fresh result of tens of megabytes costs more to fault in than the kernel
 costs to compute: the operating system maps and zeroes each page on its first
@@ -11,29 +11,46 @@ allocators do for GPU memory.
 
 The pool holds at most ``limit()`` bytes of free blocks (``POOL_BYTES`` by
 default, ``$TRILINEAR_BWD_POOL_BYTES`` or :func:`set_limit` to change; 0
-turns it off).  Results smaller than ``MIN_BYTES`` come from ``np.empty``:
-malloc already reuses small blocks without faulting.
+turns it off) and serves the current working set: a block handed back goes
+in as the most recently used, and the least recently used blocks (by size,
+by when a block of that size was last taken or given back) are released to
+the operating system until the pool is within its limit again.  A block
+larger than the limit is released at once.  Results smaller than
+``MIN_BYTES`` come from ``np.empty``: malloc already reuses small blocks
+without faulting.  :func:`stats` says what the pool holds.
 """
 
 import collections
 import math
-import os
 import threading
 
 import numpy as np
+
+from . import _environ, _fork
 
 POOL_BYTES = 512 * 2**20
 MIN_BYTES = 2**20
 _ALIGN = 64
 
 _lock = threading.Lock()
-_free = collections.OrderedDict()    # nbytes -> list of raw blocks, oldest size first
+_fork.renew(globals(), "_lock", threading.Lock)
+_free = collections.OrderedDict()    # nbytes -> list of raw blocks, least recently used first
 _held = 0
-_limit = int(os.environ.get("TRILINEAR_BWD_POOL_BYTES", POOL_BYTES))
+_hits = 0
+_misses = 0
+_limit = _environ.read_bytes(_environ.POOL_BYTES, POOL_BYTES)
 # Blocks handed back by finalizers, which may run in any thread at any time
 # (a garbage collection inside this module included): appending to a deque
 # needs no lock, and the next take() files them.
 _returned = collections.deque()
+
+
+@_fork.at_child
+def _after_fork_in_child():
+    # A fork between two updates made under the lock (a block taken, the
+    # bytes not yet counted) leaves them apart in the child: count again.
+    global _held
+    _held = sum(size * len(blocks) for size, blocks in _free.items())
 
 
 class _Owner:
@@ -54,7 +71,14 @@ class _Owner:
 
 
 def limit():
-    """Return the most bytes of free blocks the pool keeps."""
+    """Return the most bytes of free blocks the pool keeps.
+
+    Returns
+    -------
+    int
+        ``POOL_BYTES`` (512 MiB) unless ``$TRILINEAR_BWD_POOL_BYTES`` or
+        :func:`set_limit` said otherwise; 0 means no pool.
+    """
     return _limit
 
 
@@ -64,12 +88,18 @@ def set_limit(nbytes):
     Parameters
     ----------
     nbytes : int
-        Bytes; blocks beyond it are released to the operating system.
+        Bytes, >= 0; the least recently used blocks beyond it are released
+        to the operating system now.
 
     Returns
     -------
     int
         The previous limit.
+
+    Raises
+    ------
+    InvalidArgumentError
+        (161002) ``nbytes`` is not an integer, or is negative.
     """
     global _limit
     from ._arguments import as_int, invalid
@@ -80,7 +110,6 @@ def set_limit(nbytes):
     with _lock:
         previous, _limit = _limit, nbytes
         _file_returned()
-        _trim()
     return previous
 
 
@@ -91,20 +120,37 @@ def held():
         return _held
 
 
+def stats():
+    """Describe what the pool holds now and how it has served.
+
+    Returns
+    -------
+    dict
+        ``limit`` (bytes), ``held`` (bytes of free blocks), ``blocks``
+        (``{block bytes: count}``, least recently used size first; a block
+        is a result's bytes plus 64 for alignment), ``hits`` and ``misses``
+        (results of ``MIN_BYTES`` or more served from a pooled block or
+        freshly allocated since the process started or :func:`clear`).
+    """
+    with _lock:
+        _file_returned()
+        return {"limit": _limit, "held": _held,
+                "blocks": {size: len(blocks) for size, blocks in _free.items()},
+                "hits": _hits, "misses": _misses}
+
+
 def _file_returned():
+    """File the blocks finalizers handed back as most recently used, then trim (lock held)."""
     global _held
     while _returned:
         raw = _returned.popleft()
-        if _held + raw.nbytes <= _limit:
-            _free.setdefault(raw.nbytes, []).append(raw)
-            _free.move_to_end(raw.nbytes)
-            _held += raw.nbytes
-
-
-def _trim():
-    global _held
-    while _held > _limit and _free:
-        size, blocks = next(iter(_free.items()))
+        if raw.nbytes > _limit:
+            continue                      # would evict everything else, and more
+        _free.setdefault(raw.nbytes, []).append(raw)
+        _free.move_to_end(raw.nbytes)
+        _held += raw.nbytes
+    while _held > _limit:
+        size, blocks = next(iter(_free.items()))   # the least recently used size
         blocks.pop()
         _held -= size
         if not blocks:
@@ -127,7 +173,7 @@ def empty(shape, dtype, channels_last=False):
     ndarray
         Writable; its memory returns to the pool when it and all its views die.
     """
-    global _held
+    global _held, _hits, _misses
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < MIN_BYTES or _limit == 0:
@@ -144,8 +190,13 @@ def empty(shape, dtype, channels_last=False):
         if blocks:
             raw = blocks.pop()
             _held -= size
-            if not blocks:
+            if blocks:
+                _free.move_to_end(size)
+            else:
                 del _free[size]
+            _hits += 1
+        else:
+            _misses += 1
     if raw is None:
         raw = np.empty(size, np.uint8)
     stored_shape = tuple(shape[k] for k in order)
@@ -174,9 +225,9 @@ def as_tensor(arr):
 
 
 def clear():
-    """Release every free block to the operating system."""
-    global _held
+    """Release every free block to the operating system and reset the counts of :func:`stats`."""
+    global _held, _hits, _misses
     with _lock:
         _file_returned()
         _free.clear()
-        _held = 0
+        _held = _hits = _misses = 0

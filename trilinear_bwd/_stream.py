@@ -1,10 +1,10 @@
 """A CPU stand-in for ``aclrtStream``: an in-order queue run by one worker thread."""
 
 import collections
-import os
 import threading
 import weakref
 
+from . import _fork
 from ._status import ExecutionError
 
 # Streams alive in this process.  A forked child has none of the parent's
@@ -14,6 +14,7 @@ from ._status import ExecutionError
 _live = weakref.WeakSet()
 
 
+@_fork.at_child
 def _after_fork_in_child():
     for stream in list(_live):
         old = stream._q
@@ -21,10 +22,6 @@ def _after_fork_in_child():
         stream._q.lost_at_fork = len(old.jobs) + old.busy
         stream._q.closed = old.closed
         stream._worker = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Queue:

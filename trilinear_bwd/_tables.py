@@ -8,10 +8,11 @@ whole axis's terms (:class:`AxisTerms`) instead of rebuilding the axis.
 """
 
 import collections
-import os
 import threading
 
 import numpy as np
+
+from . import _fork
 
 # How the vector W pass reads one (block, k) of the padded table (_w_gather.h).
 GATHER, WINDOW8, WINDOW16, WINDOW32 = 0, 1, 2, 3
@@ -446,8 +447,7 @@ class _TableCache:
 
 
 _cache = _TableCache(CACHE_BYTES)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_cache._after_fork_in_child)
+_fork.at_child(_cache._after_fork_in_child)
 
 
 def clear_cache():

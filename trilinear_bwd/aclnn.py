@@ -34,7 +34,7 @@ array([ 36., 100., 164., 228.], dtype=float32)
 
 import threading
 
-from . import _executor
+from . import _executor, _fork
 from ._status import (
     ACLNN_ERR_INNER,
     ACLNN_ERR_PARAM_INVALID,
@@ -72,6 +72,7 @@ __all__ = [
 ]
 
 _recent = threading.local()
+_fork.renew(globals(), "_recent", threading.local)
 
 
 def aclGetRecentErrMsg():

@@ -42,6 +42,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from . import _fork
 from ._api import new_tensor, run_checked, tensor_view
 from ._arguments import MAX_DIM, as_array, as_real, is_misaligned, validate, validate_forward
 from ._status import InvalidArgumentError, NullArgumentError
@@ -559,6 +560,7 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
 # hands every call to PyTorch's own kernel.
 
 _lock = threading.Lock()
+_fork.renew(globals(), "_lock", threading.Lock)
 _active = False
 
 
