@@ -240,7 +240,7 @@ def run_checked(args, misaligned, num_threads):
 
 
 def new_tensor(torch, shape, dtype, channels_last, name):
-    """An uninitialised CPU tensor from PyTorch's allocator; 561000 if it cannot be had.
+    """An uninitialised CPU tensor from PyTorch's allocator (``_torch_pool``); 561000 if it cannot be had.
 
     Parameters
     ----------
@@ -257,8 +257,10 @@ def new_tensor(torch, shape, dtype, channels_last, name):
         channels_last = torch.channels_last_3d
     elif channels_last is False:
         channels_last = torch.contiguous_format
+    from . import _torch_pool
+
     try:
-        return torch.empty(shape, dtype=dtype, memory_format=channels_last)
+        return _torch_pool.empty(shape, dtype, channels_last)
     except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
         raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
 

@@ -43,6 +43,9 @@ _limit = _environ.read_bytes(_environ.POOL_BYTES, POOL_BYTES)
 # (a garbage collection inside this module included): appending to a deque
 # needs no lock, and the next take() files them.
 _returned = collections.deque()
+# What else :func:`clear` forgets: modules holding memory under the same
+# limit register here (``_torch_pool``, so that this module never names torch).
+_on_clear = []
 
 
 @_fork.at_child
@@ -225,9 +228,15 @@ def as_tensor(arr):
 
 
 def clear():
-    """Release every free block to the operating system and reset the counts of :func:`stats`."""
+    """Release every free block to the operating system and reset the counts of :func:`stats`.
+
+    The storages kept for torch results (``_torch_pool``, loaded only with
+    PyTorch) are forgotten too.
+    """
     global _held, _hits, _misses
     with _lock:
         _file_returned()
         _free.clear()
         _held = _hits = _misses = 0
+    for forget in _on_clear:
+        forget()

@@ -493,6 +493,7 @@ class _CaptureFlag(threading.local):
 
 
 _capture = _CaptureFlag()
+_fork.renew(globals(), "_capture", _CaptureFlag)
 
 
 def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
