@@ -123,7 +123,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
             }
         }
 #endif
-#if !TB_HAVE_MASKS && !defined(TB_NO_PF_LINE)
+#if !TB_HAVE_MASKS
         /* Narrower vectors (AVX2, SSE2) over grad_out: one prefetch per row
          * per 64-byte line instead of one per vector (2 per line for float32
          * rows, 4 for 16-bit rows, where the prefetches took as many load
