@@ -124,16 +124,18 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
         }
 #endif
 #if !TB_HAVE_MASKS
-        /* Narrower vectors (AVX2, SSE2) over grad_out: one prefetch per row
-         * per 64-byte line instead of one per vector (2 per line for float32
-         * rows, 4 for 16-bit rows, where the prefetches took as many load
-         * slots as the loads), and a long row starts with the scalar elements
-         * before x[0]'s first vector boundary, so that no vector load of x[0]
-         * (nor, in a plane read in one sweep whose planes are whole vectors
-         * apart, of any row) straddles two lines.  The scalar elements take
-         * the same multiplies and adds as the vector lanes. */
+        /* Narrower vectors (AVX2, SSE2) over 16-bit grad_out rows: one
+         * prefetch per row per 64-byte line instead of one per vector (4 per
+         * line), and a long row starts with the scalar elements before
+         * x[0]'s first vector boundary, so that no vector load of x[0] (nor,
+         * in a plane read in one sweep whose planes are whole vectors apart,
+         * of any row) straddles two lines.  The scalar elements take the
+         * same multiplies and adds as the vector lanes.  float32 rows keep
+         * one prefetch per vector: with one per line they were slower in
+         * every timed run (docs/performance.md), although they executed
+         * fewer instructions. */
         const int64_t per_line = 64 / (TB_LANES * elem);
-        if (prefetch && per_line > 1) {
+        if (prefetch && per_line > 1 && kind != TB_ROWS_SAME) {
             if (n >= 8 * TB_LANES) {
                 const uintptr_t vbytes = (uintptr_t)(TB_LANES * elem);
                 const int64_t head = (int64_t)((0 - (uintptr_t)x[0]) & (vbytes - 1)) / elem;
