@@ -49,10 +49,25 @@ from trilinear_bwd._openmp cimport omp_get_thread_num
 
 import numpy as np
 
+cdef extern from *:
+    """
+    /* Scratch builds for the pass-by-pass breakdown (docs/performance.md,
+     * benchmarks/avx2_passes.sh) compile with -DTB_STOP_AFTER=1 (D only) or
+     * 2 (D and H): the item stops there.  0, the default, is the kernel. */
+    #ifndef TB_STOP_AFTER
+    #define TB_STOP_AFTER 0
+    #endif
+    """
+    int TB_STOP_AFTER
+
 cdef enum:
     # Most input planes one item computes (Problem.planes_per_item): the
     # size of the per-item state in _item.
     MAX_PLANES_PER_ITEM = 2
+    # Zeros from each acc_h row's sentinel on (within its 32 spare elements):
+    # the AVX2 W pass reads a term of padding alone as 16 elements from the
+    # sentinel (_w_gather.h).
+    W_ZEROS = 16
 
 
 cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* ptr,
@@ -169,8 +184,12 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
                     _reduce_grad(ring + (y % p.ring) * L, w_d, d_ptr + g, p.ax_d.src, p, gout,
                                  go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
                     y += 1
+                if TB_STOP_AFTER == 1:
+                    continue
                 reduce_rows(acc_h, 0, ring, L, h_ptr + row, p.ring_src,
                             <const floating*> p.ax_h.weight, 1, L, False)
+                if TB_STOP_AFTER == 2:
+                    continue
                 _w_and_store(p, gin, gi_base + g * p.gin.s_d + row * p.gin.s_h, acc_h, out, ws)
     else:
         # Channels-first: D for the whole plane (one sweep when a plane is one
@@ -180,7 +199,7 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
         # immediately.  The W table's zero sentinels are set first, for the
         # same reason.
         for row in range(p.ih):
-            acc_h[row * p.h_stride + L] = 0
+            fill_zero(acc_h + row * p.h_stride + L, W_ZEROS)
         if p.plane_run:
             _reduce_grad(acc_d, w_d, d_ptr, p.ax_d.src, p, gout, go_base, p.gout.s_d, conv,
                          p.oh * L)
@@ -190,8 +209,12 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
             for y in range(p.oh):
                 _reduce_grad(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, gout,
                              go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
+        if TB_STOP_AFTER == 1:
+            return
         reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
                     p.ih, L, False)
+        if TB_STOP_AFTER == 2:
+            return
         # The W pass, p.w_rows rows per call (each call sets the table up once).
         row = 0
         while row < p.ih:

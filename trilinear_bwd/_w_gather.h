@@ -162,7 +162,18 @@ typedef struct {
     __m256i idx;
     int mode;
     int32_t at;
+    int32_t even_at;    /* AVX2: >= 0 where the term reads every other element from there */
 } tb_term8;
+
+#if !defined(__AVX512F__)
+/* Elements 0, 2, ..., 14 of p: the even elements of each 128-bit lane of the
+ * two loads, then their 64-bit pieces in order. */
+TB_ALWAYS_INLINE __m256 tb_read_even8(const float *p)
+{
+    const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+}
+#endif
 
 TB_ALWAYS_INLINE tb_term8 tb_term8_setup(const float *restrict w, const int32_t *restrict s,
                                          const int32_t *restrict r,
@@ -176,6 +187,27 @@ TB_ALWAYS_INLINE tb_term8 tb_term8_setup(const float *restrict w, const int32_t 
     t.idx = _mm256_loadu_si256((const __m256i *)((t.mode == TB_GATHER ? s : r) + 8 * k));
     t.valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t.idx, _mm256_set1_epi32(-1)));
     t.upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t.idx, _mm256_set1_epi32(7)));
+    t.even_at = -1;
+#if !defined(__AVX512F__)
+    /* AVX2 (the AVX-512 variant reads its last block through tb_term8 too,
+     * and keeps to the table's modes): 8 sources every other element of 16
+     * from the window, all real (2x upsampling away from the edges), i.e.
+     * rel = c + 2j in lane j, c = 0 or 1.  A block whose terms all read so
+     * takes tb_read_even8, two loads, a shuffle and a lane permute per
+     * term, where TB_WINDOW16 takes two loads, two permutes, a blend and a
+     * mask. */
+    if (t.mode == TB_WINDOW16 && r[8 * k] >= 0) {
+        const __m256i c = _mm256_set1_epi32(r[8 * k]);
+        const __m256i even = _mm256_add_epi32(c, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+        if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(t.idx, even))) == 0xff)
+            t.even_at = t.at + r[8 * k];
+    }
+    /* A term of padding alone (a slot none of the 8 points has) reads the
+     * sentinel and the zeros after it (_kernels.pxi) with weight 0, adding
+     * +0 to sums that are never -0: no change, as in the masked read. */
+    if (t.mode != TB_GATHER && _mm256_movemask_ps(t.valid) == 0)
+        t.even_at = s[8 * k];
+#endif
     return t;
 }
 
@@ -324,8 +356,30 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
         const int8_t *m = mode + b * width;
         if (hoist) {
             tb_term8 t[TB_ROWS_MAX_WIDTH];
-            for (int64_t k = 0; k < width; ++k)
+            int even = 1;
+            for (int64_t k = 0; k < width; ++k) {
                 t[k] = tb_term8_setup(w, s, r, win, m, block_window[b], k);
+#if !defined(__AVX512F__)
+                even = even && t[k].even_at >= 0;
+#endif
+            }
+#if !defined(__AVX512F__)
+            /* Every term reads every other element (2x upsampling): one
+             * loop with nothing else to choose, the weights and window
+             * offsets in registers. */
+            if (even) {
+                for (int64_t y = 0; y < n_rows; ++y) {
+                    const float *row = rows + y * row_stride;
+                    __m256 acc = _mm256_setzero_ps();
+                    for (int64_t k = 0; k < width; ++k)
+                        acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w,
+                                                               tb_read_even8(row + t[k].even_at)));
+                    tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+                }
+                continue;
+            }
+#endif
+            (void)even;
             for (int64_t y = 0; y < n_rows; ++y) {
                 const float *row = rows + y * row_stride;
                 __m256 acc = _mm256_setzero_ps();
