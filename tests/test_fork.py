@@ -94,7 +94,10 @@ def _fork_and_report(check):
 
 
 def test_a_child_forked_while_another_thread_holds_every_lock_can_take_them(torch):
-    found = _shared_state()
+    # All but _fork's import guard, which fork() itself waits for (held
+    # across the fork, it would wait forever: see the first-use import tests).
+    found = [(m, n, v) for m, n, v in _shared_state()
+             if (m, n) != ("trilinear_bwd._fork", "_importing")]
     locks = [(m, n, v) for m, n, v in found if hasattr(v, "acquire")]
     holding, release = threading.Event(), threading.Event()
 
@@ -190,3 +193,85 @@ def test_forks_under_load_every_child_runs_its_first_call():
     assert result.returncode == 0, result.stderr
     hung, failed = map(int, result.stdout.split())
     assert (hung, failed) == (0, 0), f"{hung} children deadlocked, {failed} failed"
+
+
+# A module whose import takes a while: the thread importing it holds
+# importlib's per-module lock for that time, a lock no after-fork handler
+# can renew.
+_SLOW_IMPORT = textwrap.dedent("""
+    import os, signal, sys, threading, time
+    sys.path.insert(0, sys.argv[1])
+    with open(os.path.join(sys.argv[1], "tb_slow_module.py"), "w") as f:
+        f.write("import time\\nopen(__file__ + '.started', 'w').close()\\ntime.sleep(1.5)\\n")
+    from trilinear_bwd import _fork
+    guarded = sys.argv[2] == "guarded"
+    import importlib
+    load = _fork.import_module if guarded else importlib.import_module
+    t = threading.Thread(target=load, args=("tb_slow_module",))
+    t.start()
+    while not os.path.exists(os.path.join(sys.argv[1], "tb_slow_module.py.started")):
+        time.sleep(0.001)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(6)
+        load("tb_slow_module")
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    t.join()
+    print("hung" if os.WIFSIGNALED(status) else "ran")
+""")
+
+
+@pytest.mark.parametrize("how", ["guarded", "plain"])
+def test_a_fork_during_a_first_use_import_leaves_the_child_able_to_import(tmp_path, how):
+    # Through _fork.import_module the fork waits for the import to finish;
+    # through importlib alone (the control) the child inherits the module's
+    # import lock held by a thread it does not have, and hangs.
+    result = subprocess.run([sys.executable, "-c", _SLOW_IMPORT, str(tmp_path), how],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == (["ran"] if how == "guarded" else ["hung"])
+
+
+# Modules of the package that its callers reach (tools and the CLI aside).
+_CALL_PATH = ("_api", "_arguments", "_dispatch", "_executor", "_memory", "_plan", "_pool",
+              "_stream", "_tables", "_torch_pool", "aclnn", "dask", "torch", "pool",
+              "__init__")
+
+
+def test_every_first_use_import_goes_through_the_fork_guard():
+    # An import inside a function of a module on the call path, of a module
+    # that importing the package's modules has not loaded already, would
+    # take importlib's per-module lock at the first call: it must go through
+    # _fork.import_module instead (the test above shows why).
+    import ast
+
+    loaded = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, trilinear_bwd, trilinear_bwd.aclnn, trilinear_bwd.torch, "
+         "trilinear_bwd.dask, trilinear_bwd.pool; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    package = os.path.dirname(trilinear_bwd.__file__)
+    offenders = []
+    for name in _CALL_PATH:
+        path = os.path.join(package, f"{name}.py")
+        tree = ast.parse(open(path).read())
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        base = "trilinear_bwd" + ("." + base if base else "")
+                        targets = [base] if node.module else \
+                            [f"{base}.{a.name}" for a in node.names]
+                    else:
+                        targets = [base]
+                else:
+                    continue
+                offenders += [f"{name}.py:{node.lineno} imports {t}" for t in targets
+                              if t not in loaded]
+    assert not offenders, "first-use imports outside _fork.import_module: " + "; ".join(offenders)

@@ -83,7 +83,7 @@ __all__ = [
 def __getattr__(name):
     # Submodules with optional or heavier dependencies load on first use.
     if name in ("aclnn", "reference", "torch", "dask", "bench"):
-        import importlib
+        from . import _fork
 
-        return importlib.import_module(f"{__name__}.{name}")
+        return _fork.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from . import _pool
+from . import _fork, _pool
 from ._arguments import (
     as_array,
     as_real,
@@ -257,10 +257,8 @@ def new_tensor(torch, shape, dtype, channels_last, name):
         channels_last = torch.channels_last_3d
     elif channels_last is False:
         channels_last = torch.contiguous_format
-    from . import _torch_pool
-
     try:
-        return _torch_pool.empty(shape, dtype, channels_last)
+        return _fork.import_module("trilinear_bwd._torch_pool").empty(shape, dtype, channels_last)
     except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
         raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
 
@@ -268,9 +266,8 @@ def new_tensor(torch, shape, dtype, channels_last, name):
 def tensor_view(torch, tensor):
     """A NumPy view of a tensor this library just allocated (no checks: it is plain memory)."""
     if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return np.from_dlpack(tensor.view(torch.int16)).view(ml_dtypes.bfloat16)
+        bfloat16 = _fork.import_module("ml_dtypes").bfloat16
+        return np.from_dlpack(tensor.view(torch.int16)).view(bfloat16)
     return np.from_dlpack(tensor)
 
 

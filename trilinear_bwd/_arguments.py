@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _openmp_helpers
+from . import _fork, _openmp_helpers
 from ._plan import data_address
 from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
@@ -369,9 +369,7 @@ def _from_torch(torch, tensor, name):
         if written:
             raise invalid(f"{name} is a torch zero tensor, which has no memory to write into")
         if dtype_name == "bfloat16":
-            import ml_dtypes
-
-            dtype = ml_dtypes.bfloat16
+            dtype = _fork.import_module("ml_dtypes").bfloat16
         elif dtype_name in _TORCH_TO_NUMPY:
             dtype = _TORCH_TO_NUMPY[dtype_name]
         else:
@@ -384,9 +382,8 @@ def _from_torch(torch, tensor, name):
     # DLPack rather than tensor.numpy(): numpy() would mark the caller's
     # storage as not resizable from then on (tested: resize_ raises).
     if tensor.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        arr = _from_dlpack(tensor.view(torch.int16), name, what).view(ml_dtypes.bfloat16)
+        bfloat16 = _fork.import_module("ml_dtypes").bfloat16
+        arr = _from_dlpack(tensor.view(torch.int16), name, what).view(bfloat16)
     else:
         arr = _from_dlpack(tensor, name, what)
     if arr.size and arr.ctypes.data != address:

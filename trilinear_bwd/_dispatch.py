@@ -6,9 +6,8 @@ not available here gives a ``RuntimeWarning`` and the fastest one runs.
 """
 
 import contextlib
-import importlib
 
-from . import _environ, _openmp_helpers
+from . import _environ, _fork, _openmp_helpers
 
 # Fastest first; each but the baseline needs the processor (and OS) support
 # its test reports.
@@ -34,7 +33,7 @@ def available_variants():
         if not _SUPPORTED[name]():
             continue
         try:
-            importlib.import_module(f"trilinear_bwd._kernels_{name}")
+            _fork.import_module(f"trilinear_bwd._kernels_{name}")
         except ImportError:
             continue
         names.append(name)
@@ -53,11 +52,11 @@ def kernel_module(name=None):
     """
     global _chosen
     if name is not None:
-        return importlib.import_module(f"trilinear_bwd._kernels_{name}")
+        return _fork.import_module(f"trilinear_bwd._kernels_{name}")
     if _chosen is None:
         available = available_variants()
         wanted = _environ.read_choice(_environ.KERNEL, available, available[0])
-        _chosen = importlib.import_module(f"trilinear_bwd._kernels_{wanted}")
+        _chosen = _fork.import_module(f"trilinear_bwd._kernels_{wanted}")
     return _chosen
 
 

@@ -10,9 +10,19 @@ the child runs (``docs/reliability.md``, "Fork").
 
 ``tests/test_fork.py`` finds every lock and thread-local among the
 package's module globals and fails if one is not registered.
+
+A lock this handler cannot renew is importlib's own per-module lock: a fork
+while another thread is importing a module for the first time leaves that
+module locked in the child forever.  Modules the package imports on first
+use (a kernel variant, ``_torch_pool``, ``ml_dtypes``) are therefore imported
+through :func:`import_module`, and a fork waits until no such import is
+under way.
 """
 
+import importlib
 import os
+import sys
+import threading
 
 # (namespace, name, factory): ``namespace[name] = factory()`` in the child.
 _renewed = []
@@ -42,9 +52,41 @@ def at_child(handler):
     return handler
 
 
+# Held while the package imports a module on first use, and by fork() from
+# before it forks until it has forked (re-entrant: an import may fork).
+_importing = threading.RLock()
+
+
+def import_module(name):
+    """Import ``name`` (or return it if imported already) so that no fork happens meanwhile.
+
+    Parameters
+    ----------
+    name : str
+        An absolute module name.
+
+    Returns
+    -------
+    module
+    """
+    module = sys.modules.get(name)
+    if module is not None and not getattr(module.__spec__, "_initializing", False):
+        return module
+    with _importing:
+        return importlib.import_module(name)
+
+
 def registered():
     """Return ``(module name, global name)`` of every renewed global (for the tests)."""
     return [(namespace.get("__name__"), name) for namespace, name, _ in _renewed]
+
+
+def _before_fork():
+    _importing.acquire()
+
+
+def _after_fork_in_parent():
+    _importing.release()
 
 
 def _after_fork_in_child():
@@ -54,6 +96,10 @@ def _after_fork_in_child():
         handler()
 
 
+# The child's copy is held by the forking thread: a fresh one instead.
+renew(globals(), "_importing", threading.RLock)
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
