@@ -463,6 +463,7 @@ def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale
             if plain is not None:
                 scales = (None, None, None) if recompute_scale_factor else plain[1]
                 return plain[0], bool(align_corners), scales
+    _ensure_registered()
     _capture.on = True
     try:
         F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
@@ -553,10 +554,12 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
 #
 # Registering or destroying a torch.library kernel while another thread is
 # inside the dispatcher is not safe in PyTorch (a crash, or an internal
-# assertion, within seconds of toggling under load).  So the kernel is
-# registered once, when this module is imported, for the life of the
-# process, and enable() / disable() only flip the switch it reads: off, it
-# hands every call to PyTorch's own kernel.
+# assertion, within seconds of toggling under load).  So the kernels are
+# registered once, at the first enable() (or the first drop-in call that
+# needs F.interpolate's arguments captured), for the life of the process,
+# and enable() / disable() only flip the switch they read: off, they hand
+# every call to PyTorch's own kernel.  Before that first call nothing of
+# this module stands in front of PyTorch's kernels.
 
 _lock = threading.Lock()
 _active = False
@@ -660,19 +663,47 @@ def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=N
                                scales_d, scales_h, scales_w)
 
 
-def _register():
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        # Overriding an aten kernel is what we mean to do.
-        warnings.filterwarnings(
-            "ignore", message=r"(?s).*Overriding a previously registered kernel")
-        lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
-        lib.impl("upsample_trilinear3d", _aten_forward, "CPU")
-    return lib
+class _Registration:
+    """The aten CPU kernels' registration, made at the first :func:`enable`, kept for good.
+
+    One object from import on (``_library``), so that code holding it sees
+    the registration whenever it is made; ``lib`` is the
+    ``torch.library.Library`` once registered, None before.  Registering
+    at import would put a Python hop in front of every CPU
+    ``F.interpolate(mode="trilinear")`` of the process, used or not
+    (``docs/torch.md``, "Importing costs nothing").
+    """
+
+    lib = None
+
+    def ensure(self):
+        """Register the kernels unless done; call with ``_lock`` held."""
+        if self.lib is not None:
+            return
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            # Overriding an aten kernel is what we mean to do.
+            warnings.filterwarnings(
+                "ignore", message=r"(?s).*Overriding a previously registered kernel")
+            lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
+            lib.impl("upsample_trilinear3d", _aten_forward, "CPU")
+        # Kept for the life of the process: destroying it would unregister
+        # the kernels while other threads may be in the dispatcher.
+        self.lib = lib
+
+    @property
+    def registered(self):
+        """True once the kernels are registered (never False again)."""
+        return self.lib is not None
 
 
-# Kept for the life of the process: destroying it would unregister the kernel.
-_library = _register()
+_library = _Registration()
+
+
+def _ensure_registered():
+    if _library.lib is None:
+        with _lock:
+            _library.ensure()
 
 
 def enable():
@@ -687,13 +718,15 @@ def enable():
 
     Notes
     -----
-    The kernel is registered with PyTorch's dispatcher once, when
-    ``trilinear_bwd.torch`` is imported, and never unregistered (PyTorch
-    cannot change registrations safely while other threads use the
-    dispatcher); :func:`enable` and :func:`disable` flip a switch that it
-    reads, so they are safe from any thread at any rate.  While disabled,
-    each CPU call is handed to PyTorch's own kernel (a Python hop of a few
-    microseconds; results identical).
+    The kernels are registered with PyTorch's dispatcher once, at the
+    first :func:`enable` (importing ``trilinear_bwd.torch`` registers
+    nothing, so PyTorch's calls cost what they did until then), and never
+    unregistered (PyTorch cannot change registrations safely while other
+    threads use the dispatcher); later :func:`enable` and :func:`disable`
+    calls flip a switch that the kernels read, so they are safe from any
+    thread at any rate.  While disabled after that, each CPU call is handed
+    to PyTorch's own kernel (a Python hop of a few microseconds; results
+    identical).
 
     Served in eager mode and, under ``torch.compile``, with the
     ``backend="eager"`` backend only.  ``"aot_eager"``, ``"inductor"`` (the
@@ -715,6 +748,7 @@ def enable():
     """
     global _active
     with _lock:
+        _library.ensure()
         _active = True
 
 
