@@ -42,8 +42,11 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from . import _dispatch, _openmp_helpers
 from ._api import new_tensor, run_checked, tensor_view
 from ._arguments import MAX_DIM, as_array, as_real, is_misaligned, validate, validate_forward
+from ._executor import _default_cap, _default_team, _fork_safe_threads, alloc_workspace
+from ._plan import data_address, planned
 from ._status import InvalidArgumentError, NullArgumentError
 
 __all__ = [
@@ -88,28 +91,38 @@ def _scales(scales_d, scales_h, scales_w):
 
 
 def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
-         num_threads):
+         num_threads, key=None):
     """The backward on a CPU tensor into a new tensor of ``memory_format``.
 
     Every rule of the contract is checked before anything is allocated,
     copied or planned: a size past the limits is a 161002 here, never a
-    ``MemoryError`` from allocating it (``docs/reliability.md``).
+    ``MemoryError`` from allocating it (``docs/reliability.md``).  With a
+    geometry ``key``, what the checks established is remembered for the
+    fast path (a refusal too).
     """
     source = as_array(grad_output, "gradOut")
     misaligned = is_misaligned(source)
-    args = validate(source, output_size, input_size, align_corners, *scales, None,
-                    allocate=True, misaligned_ok=misaligned)
+    try:
+        args = validate(source, output_size, input_size, align_corners, *scales, None,
+                        allocate=True, misaligned_ok=misaligned)
+    except (InvalidArgumentError, NullArgumentError):
+        if key is not None and not misaligned:
+            _remember(key, _REFUSED)
+        raise
     return _run_into(args, grad_output.dtype, args.input_size, memory_format, misaligned,
-                     num_threads)
+                     num_threads, key)
 
 
-def _run_into(args, dtype, shape, memory_format, misaligned, num_threads):
+def _run_into(args, dtype, shape, memory_format, misaligned, num_threads, key=None):
     # PyTorch's allocator, not the library's pool: a tensor handed to PyTorch
     # code must be resizable like any it allocated (resize_, out= of
     # another shape), which memory from torch.from_numpy is not.
     result = new_tensor(torch, shape, dtype, memory_format, args.names[1])
     object.__setattr__(args, "grad_input", tensor_view(torch, result))
     run_checked(args, misaligned, num_threads)
+    if key is not None and not misaligned:
+        # key ends with the team size asked for and the kernel variant.
+        _remember(key, _Geometry(args, result, key[-2], key[-1]))
     return result
 
 
@@ -217,17 +230,23 @@ torch.library.register_autograd(
 )
 
 
-def _run_forward(x, output_size, align_corners, scales, num_threads=None):
+def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=None):
     """The forward on a CPU tensor into a new tensor of PyTorch's layout for it.
 
-    Checked before anything is allocated, like :func:`_run`.
+    Checked before anything is allocated, like :func:`_run`, and remembered
+    under ``key`` likewise.
     """
     source = as_array(x, "self")
     misaligned = is_misaligned(source)
-    args = validate_forward(source, output_size, align_corners, *scales, None,
-                            allocate=True, misaligned_ok=misaligned)
+    try:
+        args = validate_forward(source, output_size, align_corners, *scales, None,
+                                allocate=True, misaligned_ok=misaligned)
+    except (InvalidArgumentError, NullArgumentError):
+        if key is not None and not misaligned:
+            _remember(key, _REFUSED)
+        raise
     return _run_into(args, x.dtype, args.input_size[:2] + args.output_size,
-                     _memory_format(x), misaligned, num_threads)
+                     _memory_format(x), misaligned, num_threads, key)
 
 
 @torch.library.custom_op("trilinear_bwd::upsample_trilinear3d", mutates_args=())
@@ -591,13 +610,107 @@ def call_counts():
     return dict(_calls)
 
 
+# -- the per-geometry fast path ------------------------------------------------
+#
+# A training loop calls one geometry over and over.  The first call of a
+# geometry goes the careful way (every rule of the contract, a plan); what it
+# establishes is kept here, keyed on the tensor's metadata only -- shape,
+# strides, dtype, the sizes, align_corners, the scales, the team size asked
+# for and the kernel variant -- never on an address.  A later call of the same
+# geometry checks what can change from call to call with the same metadata
+# (the source's alignment, the fresh result's strides), then runs the
+# kernel on raw data pointers: no DLPack, no NumPy views, no validation
+# repeated (docs/torch.md, "Per-call cost").
+
+GEOMETRY_CACHE_SIZE = 512
+_geometries = {}
+# A geometry this library's contract refuses (PyTorch's kernel takes it).
+_REFUSED = "refused"
+
+
+class _Geometry:
+    """What the first call of a geometry established, for the calls after it."""
+
+    __slots__ = ("shape", "strides", "dtype", "itemsize", "plan", "kernel", "threads",
+                 "workspace_size")
+
+    def __init__(self, args, result, requested, kernel_module):
+        self.shape = tuple(result.shape)
+        self.strides = result.stride()
+        self.dtype = result.dtype
+        self.itemsize = result.element_size()
+        self.plan, self.kernel = planned(args, requested, kernel_module)
+        self.threads = _default_team(self.plan.n_slots, _default_cap(args), requested)
+        self.workspace_size = self.plan.workspace_size
+
+
+def _remember(key, value):
+    if len(_geometries) >= GEOMETRY_CACHE_SIZE:
+        _geometries.clear()       # a new working set: rebuilt call by call
+    _geometries[key] = value
+
+
+# Each thread's scratch workspace for the fast path (a few rows per thread).
+class _Scratch(threading.local):
+    size = -1
+    buffer = None
+    address = 0
+
+
+_scratch = _Scratch()
+
+
+def _workspace(size):
+    if size <= 0:
+        return 0
+    if _scratch.size < size:
+        _scratch.buffer = alloc_workspace(size)
+        _scratch.address = data_address(_scratch.buffer)
+        _scratch.size = size
+    return _scratch.address
+
+
+def _run_geometry(geometry, source):
+    """The kernel on ``source``'s data into a fresh result; None if a fact does not hold."""
+    address = source.data_ptr()
+    if address % geometry.itemsize:
+        return None                    # misaligned: the careful path copies it first
+    result = torch.empty_strided(geometry.shape, geometry.strides, dtype=geometry.dtype)
+    target = result.data_ptr()
+    if result.stride() != geometry.strides or target % geometry.itemsize:
+        return None
+    geometry.kernel.run(address, target, _workspace(geometry.workspace_size),
+                        _fork_safe_threads(geometry.threads))
+    return result
+
+
 def _kernel_or_fallback(grad_output, output_size, input_size, align_corners, scales_d,
                         scales_h, scales_w):
     """This library's kernel; PyTorch's for the calls its contract refuses."""
+    key = ("b", grad_output.shape, grad_output.stride(), grad_output.dtype,
+           tuple(output_size), tuple(input_size), align_corners, scales_d, scales_h,
+           scales_w, _openmp_helpers.effective_n_threads(None), _dispatch.kernel_module())
+    geometry = _geometries.get(key)
+    if geometry is _REFUSED:
+        _calls["fallback"] += 1
+        return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
+    if geometry is not None:
+        grad_input = _run_geometry(geometry, grad_output)
+        if grad_input is not None:
+            _calls["kernel"] += 1
+            return grad_input
+    return _kernel_or_fallback_cold(key, grad_output, output_size, input_size,
+                                    align_corners, scales_d, scales_h, scales_w)
+
+
+def _kernel_or_fallback_cold(key, grad_output, output_size, input_size, align_corners,
+                             scales_d, scales_h, scales_w):
+    """The careful path of :func:`_kernel_or_fallback`; remembers the geometry."""
     try:
         grad_input = _run(grad_output, output_size, input_size, align_corners,
                           _scales(scales_d, scales_h, scales_w),
-                          _memory_format(grad_output), None)
+                          _memory_format(grad_output), None, key)
     except (InvalidArgumentError, NullArgumentError):
         # Calls PyTorch accepts but this library's contract does not (explicit
         # scales inconsistent with the sizes, sizes past the contract's
@@ -623,8 +736,21 @@ def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_
 
 def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w):
     """This library's forward; PyTorch's for the calls its contract refuses."""
+    key = ("f", x.shape, x.stride(), x.dtype, tuple(output_size), align_corners, scales_d,
+           scales_h, scales_w, _openmp_helpers.effective_n_threads(None),
+           _dispatch.kernel_module())
+    geometry = _geometries.get(key)
+    if geometry is _REFUSED:
+        _calls["forward_fallback"] += 1
+        return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    if geometry is not None:
+        out = _run_geometry(geometry, x)
+        if out is not None:
+            _calls["forward"] += 1
+            return out
     try:
-        out = _run_forward(x, output_size, align_corners, _scales(scales_d, scales_h, scales_w))
+        out = _run_forward(x, output_size, align_corners,
+                           _scales(scales_d, scales_h, scales_w), None, key)
     except (InvalidArgumentError, NullArgumentError):
         _calls["forward_fallback"] += 1
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
