@@ -183,3 +183,46 @@ def test_the_cache_is_bounded(monkeypatch):
     for n in range(1, 11):
         _call("forward", torch.rand(n, 1, 2, 2, 2))
         assert 1 <= len(tbt._geometries) <= 4
+
+
+# -- item 4: autograd through enable(), on the fast path -----------------------------
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(3, 4, 2), align_corners=True),
+                                dict(scale_factor=(1.5, 2, 1.25))], ids=repr)
+def test_gradcheck_gradgradcheck_and_forward_ad_through_enable(layout, kw):
+    """Double backward and forward-mode AD are PyTorch's formulas over this library's kernels."""
+    x = _tensor((1, 2, 2, 3, 2), torch.float64, layout).requires_grad_()
+
+    def fn(v):
+        return F.interpolate(v, mode="trilinear", **kw)
+
+    before = tbt.call_counts()
+    assert torch.autograd.gradcheck(fn, (x,), check_forward_ad=True, check_batched_grad=True)
+    mid = tbt.call_counts()
+    assert torch.autograd.gradgradcheck(fn, (x,), check_fwd_over_rev=True,
+                                        check_batched_grad=True)
+    after = tbt.call_counts()
+    for start, end in ((before, mid), (mid, after)):
+        assert end["forward"] > start["forward"] and end["kernel"] > start["kernel"]
+        assert end["fallback"] == start["fallback"]
+        assert end["forward_fallback"] == start["forward_fallback"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_double_backward_runs_the_forward_kernel_as_the_adjoint(layout):
+    x = _tensor((1, 2, 3, 4, 5), torch.float64, layout).requires_grad_()
+    v = _tensor((1, 2, 6, 8, 10), torch.float64, layout, seed=1).requires_grad_()
+
+    def second_order():
+        y = F.interpolate(x, scale_factor=2, mode="trilinear")
+        (gx,) = torch.autograd.grad(y, x, v, create_graph=True)
+        return torch.autograd.grad(gx.square().sum(), v)[0]
+
+    before = tbt.call_counts()
+    got = second_order()
+    after = tbt.call_counts()
+    assert after["kernel"] - before["kernel"] >= 1 and after["forward"] - before["forward"] >= 2
+    tbt.disable()
+    want = second_order()
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
