@@ -102,15 +102,34 @@ def _run(grad_output, output_size, input_size, align_corners, scales, memory_for
     """
     source = as_array(grad_output, "gradOut")
     misaligned = is_misaligned(source)
+    key = _faithful(key, source, grad_output, misaligned)
     try:
         args = validate(source, output_size, input_size, align_corners, *scales, None,
                         allocate=True, misaligned_ok=misaligned)
     except (InvalidArgumentError, NullArgumentError):
-        if key is not None and not misaligned:
+        if key is not None:
             _remember(key, _REFUSED)
         raise
     return _run_into(args, grad_output.dtype, args.input_size, memory_format, misaligned,
                      num_threads, key)
+
+
+def _faithful(key, source, tensor, misaligned):
+    """``key``, or None when ``source`` is not ``tensor``'s own memory as it lies.
+
+    A geometry is remembered only from a call whose NumPy view is the
+    tensor's memory, byte strides and address: a zero tensor (read as a
+    broadcast zero), a misaligned tensor (copied) or any other resolved
+    state would otherwise leave a plan for memory laid out differently from
+    the next tensor of the same metadata.
+    """
+    if key is None or misaligned or source.size == 0:
+        return None
+    item = tensor.element_size()
+    if (source.strides != tuple(item * n for n in tensor.stride())
+            or source.ctypes.data != tensor.data_ptr()):
+        return None
+    return key
 
 
 def _run_into(args, dtype, shape, memory_format, misaligned, num_threads, key=None):
@@ -120,7 +139,7 @@ def _run_into(args, dtype, shape, memory_format, misaligned, num_threads, key=No
     result = new_tensor(torch, shape, dtype, memory_format, args.names[1])
     object.__setattr__(args, "grad_input", tensor_view(torch, result))
     run_checked(args, misaligned, num_threads)
-    if key is not None and not misaligned:
+    if key is not None:
         # key ends with the team size asked for and the kernel variant.
         _remember(key, _Geometry(args, result, key[-2], key[-1]))
     return result
@@ -238,11 +257,12 @@ def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=No
     """
     source = as_array(x, "self")
     misaligned = is_misaligned(source)
+    key = _faithful(key, source, x, misaligned)
     try:
         args = validate_forward(source, output_size, align_corners, *scales, None,
                                 allocate=True, misaligned_ok=misaligned)
     except (InvalidArgumentError, NullArgumentError):
-        if key is not None and not misaligned:
+        if key is not None:
             _remember(key, _REFUSED)
         raise
     return _run_into(args, x.dtype, args.input_size[:2] + args.output_size,
@@ -672,9 +692,17 @@ def _workspace(size):
 
 def _run_geometry(geometry, source):
     """The kernel on ``source``'s data into a fresh result; None if a fact does not hold."""
-    address = source.data_ptr()
-    if address % geometry.itemsize:
-        return None                    # misaligned: the careful path copies it first
+    # What a tensor of the same metadata may differ in, checked every call:
+    # lazy negation / conjugation and zero tensors (their values are not
+    # their memory), no storage at all (fake, functional), misalignment.
+    if source.is_neg() or source.is_conj() or source._is_zerotensor():
+        return None
+    try:
+        address = source.data_ptr()
+    except RuntimeError:
+        return None
+    if not address or address % geometry.itemsize:
+        return None                    # the careful path copies or refuses it
     result = torch.empty_strided(geometry.shape, geometry.strides, dtype=geometry.dtype)
     target = result.data_ptr()
     if result.stride() != geometry.strides or target % geometry.itemsize:
