@@ -258,3 +258,22 @@ def test_tensor_states_of_a_known_geometry_are_checked_every_call(op, state, fir
         torch.testing.assert_close(_call(op, t), got, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(got, want_plain if t is plain else want_odd,
                                    rtol=1e-12, atol=1e-12)
+
+
+def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
+    """bench --sweep's plumbing (never its timings): every op and layout, both contenders."""
+    from trilinear_bwd import _bench_calls
+
+    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
+    tbt.disable()
+    before = tbt.call_counts()
+    rows = _bench_calls.measure_sweep(rounds=2, sweep=((1, 1, 2), (1, 2, 3)))
+    assert not tbt.is_enabled()
+    assert [(r["op"], r["layout"], r["shape"][:3]) for r in rows] == [
+        (op, layout, (n, c, side)) for n, c, side in ((1, 1, 2), (1, 2, 3))
+        for layout in LAYOUTS for op in OPS]
+    assert all(r["torch_us"] > 0 and r["ours_us"] > 0 and r["rounds"] == 2 for r in rows)
+    after = tbt.call_counts()
+    assert after["forward"] > before["forward"] and after["kernel"] > before["kernel"]
+    table = _bench_calls.format_sweep(rows).splitlines()
+    assert len(table) == 2 + len(rows) and table[2].startswith("| forward | NCDHW | (1, 1, 2, 2, 2)")

@@ -16,9 +16,11 @@ Three ways in, from the least to the most invasive:
   calls ``F.interpolate(..., mode="trilinear")`` and ``.backward()`` uses them.
 
 PyTorch is an optional dependency: ``import trilinear_bwd`` never imports it;
-this module does, on first use.  Tensors are passed to the kernel without a
-copy (DLPack), and results are written straight into new tensors from
-PyTorch's allocator.
+this module does, on first use, and registers nothing with PyTorch's
+dispatcher until the first :func:`enable`.  Tensors are passed to the
+kernel without a copy (DLPack on a geometry's first call, raw data pointers
+on the calls after it), and results are written straight into new tensors
+from PyTorch's allocator.
 
 Examples
 --------
