@@ -259,3 +259,112 @@ def format_calls(rows):
         lines.append(f"| {r['call']} | {r['shape']} | {r['ours_us']:.1f} | {theirs} | "
                      f"{r['ratio']:.2f} | {r['target']} | {'yes' if r['holds'] else 'NO'} |")
     return "\n".join(lines)
+
+
+# The sweep of issue 22: x2 upsampling from the deep, small levels of a 3-D
+# U-Net decoder to a large volume, (N, C, side) of the forward's input.
+SWEEP = ((1, 1, 4), (2, 32, 3), (2, 16, 6), (1, 4, 10), (2, 8, 12), (2, 16, 16),
+         (2, 16, 24), (2, 32, 32))
+
+
+def _samples(contenders, rounds):
+    """``{name: [seconds per call, one per round]}``, the contenders in turn every round."""
+    batches = {name: _batch(fn) for name, fn in contenders.items()}
+    samples = {name: [] for name in contenders}
+    for r in range(rounds):
+        names = list(contenders)
+        names = names[r % len(names):] + names[:r % len(names)]
+        for name in names:
+            fn, batch = contenders[name], batches[name]
+            start = time.perf_counter()
+            for _ in range(batch):
+                fn()
+            samples[name].append((time.perf_counter() - start) / batch)
+    return samples
+
+
+def measure_sweep(rounds=15, num_threads=None, sweep=SWEEP):
+    """The enabled aten operators beside PyTorch's own kernels, size by size; row dicts.
+
+    For each ``(N, C, side)`` of :data:`SWEEP`, both layouts: the forward
+    ``aten::upsample_trilinear3d`` of an ``(N, C, side^3)`` float32 ``x``
+    at scale 2 (as ``F.interpolate(x, scale_factor=2, mode="trilinear")``
+    calls it), and its backward ``aten::upsample_trilinear3d_backward`` of a
+    ``(N, C, (2 side)^3)`` gradient, as autograd calls it.  Ours: the
+    functional operators with :func:`trilinear_bwd.torch.enable` in effect
+    (fresh results, whichever kernel the enabled path picks).  PyTorch's:
+    its own kernels through the ``out=`` overloads, which ``enable()``
+    leaves alone, into a result allocated as its functional form allocates
+    it (same layout).  Same process, interleaved rounds.
+
+    Returns
+    -------
+    list of dict
+        ``{"op", "layout", "shape", "torch_us", "ours_us", "ratio",
+        "ratio_min", "ratio_max", "rounds"}``: the best (minimum) per-call
+        time over the rounds of each; ``ratio`` = PyTorch's best over ours
+        (above 1, ours is faster); ``ratio_min`` / ``ratio_max`` the spread
+        of the per-round ratios.
+    """
+    import torch
+
+    import trilinear_bwd.torch as tbt
+
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    aten = torch.ops.aten
+    was = tbt.is_enabled()
+    tbt.enable()
+    rows = []
+    try:
+        for n, c, side in sweep:
+            for layout in ("NCDHW", "NDHWC"):
+                fmt = (torch.channels_last_3d if layout == "NDHWC"
+                       else torch.contiguous_format)
+                small = (n, c, side, side, side)
+                big = (n, c, 2 * side, 2 * side, 2 * side)
+                x = torch.rand(small).contiguous(memory_format=fmt)
+                g = torch.rand(big).contiguous(memory_format=fmt)
+                size, scales = (2 * side,) * 3, (2.0, 2.0, 2.0)
+                y_strides = torch.empty(big, memory_format=fmt).stride()
+                x_strides = torch.empty(small, memory_format=fmt).stride()
+
+                def torch_fwd(x=x):
+                    out = torch.empty_strided(big, y_strides)
+                    return aten.upsample_trilinear3d.out(x, size, False, *scales, out=out)
+
+                def torch_bwd(g=g):
+                    out = torch.empty_strided(small, x_strides)
+                    return aten.upsample_trilinear3d_backward.grad_input(
+                        g, size, small, False, *scales, grad_input=out)
+
+                contenders = {
+                    "forward": (lambda x=x: aten.upsample_trilinear3d(x, size, False, *scales),
+                                torch_fwd),
+                    "backward": (lambda g=g: aten.upsample_trilinear3d_backward(
+                        g, size, small, False, *scales), torch_bwd),
+                }
+                for op, (ours, theirs) in contenders.items():
+                    s = _samples({"ours": ours, "torch": theirs}, rounds)
+                    per_round = [t / o for t, o in zip(s["torch"], s["ours"])]
+                    rows.append({"op": op, "layout": layout, "shape": small,
+                                 "torch_us": min(s["torch"]) * 1e6,
+                                 "ours_us": min(s["ours"]) * 1e6,
+                                 "ratio": min(s["torch"]) / min(s["ours"]),
+                                 "ratio_min": min(per_round), "ratio_max": max(per_round),
+                                 "rounds": rounds})
+    finally:
+        if not was:
+            tbt.disable()
+    return rows
+
+
+def format_sweep(rows):
+    """The rows of :func:`measure_sweep` as a Markdown table."""
+    lines = ["| op | layout | x shape (N, C, D, H, W), x2 | PyTorch (us) | enabled (us) | "
+             "ratio | per-round ratios |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['op']} | {r['layout']} | {r['shape']} | {r['torch_us']:.1f} | "
+                     f"{r['ours_us']:.1f} | {r['ratio']:.2f} | "
+                     f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f} |")
+    return "\n".join(lines)

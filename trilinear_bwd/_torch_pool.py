@@ -75,13 +75,46 @@ def _keep(storage, nbytes):
         _kept_bytes += nbytes
 
 
-def empty(shape, dtype, memory_format):
+def empty_strided(shape, strides, dtype):
     """An uninitialised CPU tensor from PyTorch's allocator, its storage reused when one is free.
 
     Parameters
     ----------
+    shape, strides : tuple of 5 int
+        Already within the contract's limits; the strides of a dense tensor
+        (those ``torch.empty`` gives a memory format).
+    dtype : torch.dtype
+
+    Returns
+    -------
+    torch.Tensor
+        Resizable, like every tensor ``torch.empty_strided`` returns.
+
+    Raises
+    ------
+    RuntimeError
+        PyTorch's own, when the memory cannot be had.
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    if _use_count is None or nbytes < _pool.MIN_BYTES or _pool.limit() == 0:
+        return torch.empty_strided(shape, strides, dtype=dtype)
+    with _lock:
+        storage = _take(nbytes)
+    if storage is None:
+        fresh = torch.empty_strided(shape, strides, dtype=dtype)
+        storage = fresh.untyped_storage()
+        with _lock:
+            _keep(storage, nbytes)
+        return fresh
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape, strides)
+
+
+def empty(shape, dtype, memory_format):
+    """:func:`empty_strided` with the strides ``torch.empty`` gives ``memory_format``.
+
+    Parameters
+    ----------
     shape : tuple of 5 int
-        Already within the contract's limits.
     dtype : torch.dtype
     memory_format : torch.memory_format
         ``torch.contiguous_format`` or ``torch.channels_last_3d``.
@@ -89,30 +122,13 @@ def empty(shape, dtype, memory_format):
     Returns
     -------
     torch.Tensor
-        Resizable, with the strides ``torch.empty`` gives that format.
-
-    Raises
-    ------
-    RuntimeError
-        PyTorch's own, when the memory cannot be had.
     """
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-    if _use_count is None or nbytes < _pool.MIN_BYTES or _pool.limit() == 0:
-        return torch.empty(shape, dtype=dtype, memory_format=memory_format)
-    with _lock:
-        storage = _take(nbytes)
-    if storage is None:
-        fresh = torch.empty(shape, dtype=dtype, memory_format=memory_format)
-        storage = fresh.untyped_storage()
-        with _lock:
-            _keep(storage, nbytes)
-        return fresh
     n, c, d, h, w = shape
     if memory_format == torch.channels_last_3d:
         strides = (d * h * w * c, 1, h * w * c, w * c, c)
     else:
         strides = (c * d * h * w, d * h * w, h * w, w, 1)
-    return torch.empty(0, dtype=dtype).set_(storage, 0, shape, strides)
+    return empty_strided(tuple(shape), strides, dtype)
 
 
 def held():

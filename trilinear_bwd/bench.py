@@ -389,10 +389,27 @@ def main(argv=None):
                    help="only the headline table: the calls users make, beside PyTorch's")
     p.add_argument("--no-calls", action="store_true",
                    help="skip the headline table (the calls users make)")
+    p.add_argument("--sweep", action="store_true",
+                   help="only the enable() sweep: the aten operators beside PyTorch's, size by "
+                        "size (both layouts, forward and backward)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="also draw a chart (needs matplotlib)")
     args = p.parse_args(argv)
     calls = None
+    if args.sweep:
+        if args.no_torch or not _torch_available():
+            p.error("--sweep needs PyTorch")
+        from ._bench_calls import format_sweep, measure_sweep
+
+        print("timing the enable() sweep ...", file=sys.stderr)
+        sweep = measure_sweep(max(5, args.repeat), args.threads)
+        print("Through enable(), beside PyTorch's own kernels (warm: one geometry called "
+              "repeatedly; best of the rounds; ratio = PyTorch's time over ours):\n")
+        print(format_sweep(sweep))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"sweep": sweep}, f, indent=2)
+        return 0
     if not (args.no_calls or args.no_torch) and _torch_available():
         from ._bench_calls import format_calls, measure_calls
 

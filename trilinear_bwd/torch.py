@@ -16,9 +16,11 @@ Three ways in, from the least to the most invasive:
   calls ``F.interpolate(..., mode="trilinear")`` and ``.backward()`` uses them.
 
 PyTorch is an optional dependency: ``import trilinear_bwd`` never imports it;
-this module does, on first use.  Tensors are passed to the kernel without a
-copy (DLPack), and results are written straight into new tensors from
-PyTorch's allocator.
+this module does, on first use, and registers nothing with PyTorch's
+dispatcher until the first :func:`enable`.  Tensors are passed to the
+kernel without a copy (DLPack on a geometry's first call, raw data pointers
+on the calls after it), and results are written straight into new tensors
+from PyTorch's allocator.
 
 Examples
 --------
@@ -42,9 +44,11 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from . import _fork
+from . import _dispatch, _fork, _openmp_helpers, _torch_pool
 from ._api import new_tensor, run_checked, tensor_view
 from ._arguments import MAX_DIM, as_array, as_real, is_misaligned, validate, validate_forward
+from ._executor import _default_cap, _default_team, _fork_safe_threads, alloc_workspace
+from ._plan import data_address, planned
 from ._status import InvalidArgumentError, NullArgumentError
 
 __all__ = [
@@ -89,28 +93,57 @@ def _scales(scales_d, scales_h, scales_w):
 
 
 def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
-         num_threads):
+         num_threads, key=None):
     """The backward on a CPU tensor into a new tensor of ``memory_format``.
 
     Every rule of the contract is checked before anything is allocated,
     copied or planned: a size past the limits is a 161002 here, never a
-    ``MemoryError`` from allocating it (``docs/reliability.md``).
+    ``MemoryError`` from allocating it (``docs/reliability.md``).  With a
+    geometry ``key``, what the checks established is remembered for the
+    fast path (a refusal too).
     """
     source = as_array(grad_output, "gradOut")
     misaligned = is_misaligned(source)
-    args = validate(source, output_size, input_size, align_corners, *scales, None,
-                    allocate=True, misaligned_ok=misaligned)
+    key = _faithful(key, source, grad_output, misaligned)
+    try:
+        args = validate(source, output_size, input_size, align_corners, *scales, None,
+                        allocate=True, misaligned_ok=misaligned)
+    except (InvalidArgumentError, NullArgumentError):
+        if key is not None:
+            _remember(key, _REFUSED)
+        raise
     return _run_into(args, grad_output.dtype, args.input_size, memory_format, misaligned,
-                     num_threads)
+                     num_threads, key)
 
 
-def _run_into(args, dtype, shape, memory_format, misaligned, num_threads):
+def _faithful(key, source, tensor, misaligned):
+    """``key``, or None when ``source`` is not ``tensor``'s own memory as it lies.
+
+    A geometry is remembered only from a call whose NumPy view is the
+    tensor's memory, byte strides and address: a zero tensor (read as a
+    broadcast zero), a misaligned tensor (copied) or any other resolved
+    state would otherwise leave a plan for memory laid out differently from
+    the next tensor of the same metadata.
+    """
+    if key is None or misaligned or source.size == 0:
+        return None
+    item = tensor.element_size()
+    if (source.strides != tuple(item * n for n in tensor.stride())
+            or source.ctypes.data != tensor.data_ptr()):
+        return None
+    return key
+
+
+def _run_into(args, dtype, shape, memory_format, misaligned, num_threads, key=None):
     # PyTorch's allocator, not the library's pool: a tensor handed to PyTorch
     # code must be resizable like any it allocated (resize_, out= of
     # another shape), which memory from torch.from_numpy is not.
     result = new_tensor(torch, shape, dtype, memory_format, args.names[1])
     object.__setattr__(args, "grad_input", tensor_view(torch, result))
     run_checked(args, misaligned, num_threads)
+    if key is not None:
+        # key ends with the team size asked for and the kernel variant.
+        _remember(key, _Geometry(args, result, key[-2], key[-1]))
     return result
 
 
@@ -218,17 +251,24 @@ torch.library.register_autograd(
 )
 
 
-def _run_forward(x, output_size, align_corners, scales, num_threads=None):
+def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=None):
     """The forward on a CPU tensor into a new tensor of PyTorch's layout for it.
 
-    Checked before anything is allocated, like :func:`_run`.
+    Checked before anything is allocated, like :func:`_run`, and remembered
+    under ``key`` likewise.
     """
     source = as_array(x, "self")
     misaligned = is_misaligned(source)
-    args = validate_forward(source, output_size, align_corners, *scales, None,
-                            allocate=True, misaligned_ok=misaligned)
+    key = _faithful(key, source, x, misaligned)
+    try:
+        args = validate_forward(source, output_size, align_corners, *scales, None,
+                                allocate=True, misaligned_ok=misaligned)
+    except (InvalidArgumentError, NullArgumentError):
+        if key is not None:
+            _remember(key, _REFUSED)
+        raise
     return _run_into(args, x.dtype, args.input_size[:2] + args.output_size,
-                     _memory_format(x), misaligned, num_threads)
+                     _memory_format(x), misaligned, num_threads, key)
 
 
 @torch.library.custom_op("trilinear_bwd::upsample_trilinear3d", mutates_args=())
@@ -464,6 +504,7 @@ def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale
             if plain is not None:
                 scales = (None, None, None) if recompute_scale_factor else plain[1]
                 return plain[0], bool(align_corners), scales
+    _ensure_registered()
     _capture.on = True
     try:
         F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
@@ -555,10 +596,12 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
 #
 # Registering or destroying a torch.library kernel while another thread is
 # inside the dispatcher is not safe in PyTorch (a crash, or an internal
-# assertion, within seconds of toggling under load).  So the kernel is
-# registered once, when this module is imported, for the life of the
-# process, and enable() / disable() only flip the switch it reads: off, it
-# hands every call to PyTorch's own kernel.
+# assertion, within seconds of toggling under load).  So the kernels are
+# registered once, at the first enable() (or the first drop-in call that
+# needs F.interpolate's arguments captured), for the life of the process,
+# and enable() / disable() only flip the switch they read: off, they hand
+# every call to PyTorch's own kernel.  Before that first call nothing of
+# this module stands in front of PyTorch's kernels.
 
 _lock = threading.Lock()
 _fork.renew(globals(), "_lock", threading.Lock)
@@ -591,13 +634,116 @@ def call_counts():
     return dict(_calls)
 
 
+# -- the per-geometry fast path ------------------------------------------------
+#
+# A training loop calls one geometry over and over.  The first call of a
+# geometry goes the careful way (every rule of the contract, a plan); what it
+# establishes is kept here, keyed on the tensor's metadata only -- shape,
+# strides, dtype, the sizes, align_corners, the scales, the team size asked
+# for and the kernel variant -- never on an address.  A later call of the same
+# geometry checks what can change from call to call with the same metadata
+# (the source's alignment, the fresh result's strides), then runs the
+# kernel on raw data pointers: no DLPack, no NumPy views, no validation
+# repeated (docs/torch.md, "Per-call cost").
+
+GEOMETRY_CACHE_SIZE = 512
+_geometries = {}
+# A geometry this library's contract refuses (PyTorch's kernel takes it).
+_REFUSED = "refused"
+
+
+class _Geometry:
+    """What the first call of a geometry established, for the calls after it."""
+
+    __slots__ = ("shape", "strides", "dtype", "itemsize", "plan", "kernel", "threads",
+                 "workspace_size")
+
+    def __init__(self, args, result, requested, kernel_module):
+        self.shape = tuple(result.shape)
+        self.strides = result.stride()
+        self.dtype = result.dtype
+        self.itemsize = result.element_size()
+        self.plan, self.kernel = planned(args, requested, kernel_module)
+        self.threads = _default_team(self.plan.n_slots, _default_cap(args), requested)
+        self.workspace_size = self.plan.workspace_size
+
+
+def _remember(key, value):
+    if len(_geometries) >= GEOMETRY_CACHE_SIZE:
+        _geometries.clear()       # a new working set: rebuilt call by call
+    _geometries[key] = value
+
+
+# Each thread's scratch workspace for the fast path (a few rows per thread).
+class _Scratch(threading.local):
+    size = -1
+    buffer = None
+    address = 0
+
+
+_scratch = _Scratch()
+_fork.renew(globals(), "_scratch", _Scratch)
+
+
+def _workspace(size):
+    if size <= 0:
+        return 0
+    if _scratch.size < size:
+        _scratch.buffer = alloc_workspace(size)
+        _scratch.address = data_address(_scratch.buffer)
+        _scratch.size = size
+    return _scratch.address
+
+
+def _run_geometry(geometry, source):
+    """The kernel on ``source``'s data into a fresh result; None if a fact does not hold."""
+    # What a tensor of the same metadata may differ in, checked every call:
+    # lazy negation / conjugation and zero tensors (their values are not
+    # their memory), no storage at all (fake, functional), misalignment.
+    if source.is_neg() or source.is_conj() or source._is_zerotensor():
+        return None
+    try:
+        address = source.data_ptr()
+    except RuntimeError:
+        return None
+    if not address or address % geometry.itemsize:
+        return None                    # the careful path copies or refuses it
+    result = _torch_pool.empty_strided(geometry.shape, geometry.strides, geometry.dtype)
+    target = result.data_ptr()
+    if result.stride() != geometry.strides or target % geometry.itemsize:
+        return None
+    geometry.kernel.run(address, target, _workspace(geometry.workspace_size),
+                        _fork_safe_threads(geometry.threads))
+    return result
+
+
 def _kernel_or_fallback(grad_output, output_size, input_size, align_corners, scales_d,
                         scales_h, scales_w):
     """This library's kernel; PyTorch's for the calls its contract refuses."""
+    key = ("b", grad_output.shape, grad_output.stride(), grad_output.dtype,
+           tuple(output_size), tuple(input_size), align_corners, scales_d, scales_h,
+           scales_w, _openmp_helpers.effective_n_threads(None), _dispatch.kernel_module())
+    geometry = _geometries.get(key)
+    if geometry is _REFUSED:
+        _calls["fallback"] += 1
+        return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
+    if geometry is not None:
+        grad_input = _run_geometry(geometry, grad_output)
+        if grad_input is not None:
+            _calls["kernel"] += 1
+            return grad_input
+    return _kernel_or_fallback_cold(key, grad_output, output_size, input_size,
+                                    align_corners, scales_d, scales_h, scales_w)
+
+
+def _kernel_or_fallback_cold(key, grad_output, output_size, input_size, align_corners,
+                             scales_d, scales_h, scales_w):
+    """The careful path of :func:`_kernel_or_fallback`; remembers the geometry."""
     try:
         grad_input = _run(grad_output, output_size, input_size, align_corners,
                           _scales(scales_d, scales_h, scales_w),
-                          _memory_format(grad_output), None)
+                          _memory_format(grad_output), None, key)
     except (InvalidArgumentError, NullArgumentError):
         # Calls PyTorch accepts but this library's contract does not (explicit
         # scales inconsistent with the sizes, sizes past the contract's
@@ -623,8 +769,21 @@ def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_
 
 def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w):
     """This library's forward; PyTorch's for the calls its contract refuses."""
+    key = ("f", x.shape, x.stride(), x.dtype, tuple(output_size), align_corners, scales_d,
+           scales_h, scales_w, _openmp_helpers.effective_n_threads(None),
+           _dispatch.kernel_module())
+    geometry = _geometries.get(key)
+    if geometry is _REFUSED:
+        _calls["forward_fallback"] += 1
+        return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    if geometry is not None:
+        out = _run_geometry(geometry, x)
+        if out is not None:
+            _calls["forward"] += 1
+            return out
     try:
-        out = _run_forward(x, output_size, align_corners, _scales(scales_d, scales_h, scales_w))
+        out = _run_forward(x, output_size, align_corners,
+                           _scales(scales_d, scales_h, scales_w), None, key)
     except (InvalidArgumentError, NullArgumentError):
         _calls["forward_fallback"] += 1
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
@@ -663,19 +822,47 @@ def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=N
                                scales_d, scales_h, scales_w)
 
 
-def _register():
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        # Overriding an aten kernel is what we mean to do.
-        warnings.filterwarnings(
-            "ignore", message=r"(?s).*Overriding a previously registered kernel")
-        lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
-        lib.impl("upsample_trilinear3d", _aten_forward, "CPU")
-    return lib
+class _Registration:
+    """The aten CPU kernels' registration, made at the first :func:`enable`, kept for good.
+
+    One object from import on (``_library``), so that code holding it sees
+    the registration whenever it is made; ``lib`` is the
+    ``torch.library.Library`` once registered, None before.  Registering
+    at import would put a Python hop in front of every CPU
+    ``F.interpolate(mode="trilinear")`` of the process, used or not
+    (``docs/torch.md``, "Importing costs nothing").
+    """
+
+    lib = None
+
+    def ensure(self):
+        """Register the kernels unless done; call with ``_lock`` held."""
+        if self.lib is not None:
+            return
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            # Overriding an aten kernel is what we mean to do.
+            warnings.filterwarnings(
+                "ignore", message=r"(?s).*Overriding a previously registered kernel")
+            lib.impl("upsample_trilinear3d_backward", _aten_kernel, "CPU")
+            lib.impl("upsample_trilinear3d", _aten_forward, "CPU")
+        # Kept for the life of the process: destroying it would unregister
+        # the kernels while other threads may be in the dispatcher.
+        self.lib = lib
+
+    @property
+    def registered(self):
+        """True once the kernels are registered (never False again)."""
+        return self.lib is not None
 
 
-# Kept for the life of the process: destroying it would unregister the kernel.
-_library = _register()
+_library = _Registration()
+
+
+def _ensure_registered():
+    if _library.lib is None:
+        with _lock:
+            _library.ensure()
 
 
 def enable():
@@ -690,13 +877,15 @@ def enable():
 
     Notes
     -----
-    The kernel is registered with PyTorch's dispatcher once, when
-    ``trilinear_bwd.torch`` is imported, and never unregistered (PyTorch
-    cannot change registrations safely while other threads use the
-    dispatcher); :func:`enable` and :func:`disable` flip a switch that it
-    reads, so they are safe from any thread at any rate.  While disabled,
-    each CPU call is handed to PyTorch's own kernel (a Python hop of a few
-    microseconds; results identical).
+    The kernels are registered with PyTorch's dispatcher once, at the
+    first :func:`enable` (importing ``trilinear_bwd.torch`` registers
+    nothing, so PyTorch's calls cost what they did until then), and never
+    unregistered (PyTorch cannot change registrations safely while other
+    threads use the dispatcher); later :func:`enable` and :func:`disable`
+    calls flip a switch that the kernels read, so they are safe from any
+    thread at any rate.  While disabled after that, each CPU call is handed
+    to PyTorch's own kernel (a Python hop of a few microseconds; results
+    identical).
 
     Served in eager mode and, under ``torch.compile``, with the
     ``backend="eager"`` backend only.  ``"aot_eager"``, ``"inductor"`` (the
@@ -718,6 +907,7 @@ def enable():
     """
     global _active
     with _lock:
+        _library.ensure()
         _active = True
 
 

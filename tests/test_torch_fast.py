@@ -1,0 +1,279 @@
+"""The enabled path's per-geometry fast path: the same bits as the careful path, keyed on
+metadata only, and every per-call fact (alignment, fresh result) checked on every call.
+
+No timings here (docs/performance.md has them).
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+tbt = pytest.importorskip("trilinear_bwd.torch")
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+LAYOUTS = ["NCDHW", "NDHWC"]
+OPS = ["forward", "backward"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_geometries():
+    tbt._geometries.clear()
+    tbt.enable()
+    yield
+    tbt.disable()
+    tbt._geometries.clear()
+
+
+def _tensor(shape, dtype, layout, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    if layout == "NDHWC":
+        t = t.contiguous(memory_format=torch.channels_last_3d)
+    return t
+
+
+def _call(op, t, size=(6, 8, 10), align_corners=False, scales=(None, None, None)):
+    """The aten operator ``op`` as autograd calls it, on ``t`` (x, or grad_out)."""
+    if op == "forward":
+        return torch.ops.aten.upsample_trilinear3d(t, size, align_corners, *scales)
+    return torch.ops.aten.upsample_trilinear3d_backward(
+        t, tuple(t.shape[2:]), tuple(t.shape[:2]) + size, align_corners, *scales)
+
+
+def _source(op, dtype, layout, n=2, c=3):
+    # forward reads x (N, C, 3, 4, 5) -> (6, 8, 10); backward reads a grad_out
+    # (N, C, 9, 11, 13) into (N, C, 6, 8, 10) (a downsample, every weight used).
+    spatial = (3, 4, 5) if op == "forward" else (9, 11, 13)
+    return _tensor((n, c) + spatial, dtype, layout)
+
+
+def _counted(op):
+    return "forward" if op == "forward" else "kernel"
+
+
+@pytest.fixture
+def no_careful_path(monkeypatch):
+    """Fail if a call validates or plans again (a geometry already checked must not)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the careful path ran for a geometry already checked")
+
+    def arm():
+        for name in ("_run", "_run_forward", "as_array", "validate", "validate_forward"):
+            monkeypatch.setattr(tbt, name, refuse)
+    return arm
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_hot_calls_give_the_cold_calls_bits(op, layout, dtype, align_corners,
+                                            no_careful_path):
+    t = _source(op, dtype, layout)
+    before = tbt.call_counts()[_counted(op)]
+    cold = _call(op, t, align_corners=align_corners)
+    assert len(tbt._geometries) == 1
+    no_careful_path()
+    for _ in range(3):
+        hot = _call(op, t.clone(memory_format=torch.preserve_format),
+                    align_corners=align_corners)
+        assert hot.dtype == cold.dtype and hot.shape == cold.shape
+        assert hot.stride() == cold.stride()
+        assert torch.equal(hot, cold)
+        assert hot.data_ptr() != cold.data_ptr()          # a fresh result every call
+    assert tbt.call_counts()[_counted(op)] - before == 4
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("change", ["shape", "strides", "dtype", "sizes", "align_corners",
+                                    "scales", "threads"])
+def test_a_changed_geometry_misses(op, change, monkeypatch):
+    t = _source(op, torch.float32, "NCDHW")
+    kwargs = {}
+    _call(op, t)
+    assert len(tbt._geometries) == 1
+    if change == "shape":
+        t = _source(op, torch.float32, "NCDHW", n=1)
+    elif change == "strides":
+        t = t.contiguous(memory_format=torch.channels_last_3d)
+    elif change == "dtype":
+        t = t.double()
+    elif change == "sizes":
+        kwargs["size"] = (7, 8, 10)
+    elif change == "align_corners":
+        kwargs["align_corners"] = True
+    elif change == "scales":
+        if op == "forward":
+            kwargs["scales"] = (2.0, 2.0, 2.0)
+        else:
+            kwargs["scales"] = (6 / 9, 8 / 11, 10 / 13)
+    else:
+        monkeypatch.setattr(tbt._openmp_helpers, "effective_n_threads", lambda n=None: 1)
+    got = _call(op, t, **kwargs)
+    assert len(tbt._geometries) == 2
+    # The miss computed its own geometry: PyTorch's kernel agrees within rounding.
+    tbt.disable()
+    want = _call(op, t.double(), **kwargs)
+    tbt.enable()
+    assert got.shape == want.shape and got.dtype == t.dtype
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("op", OPS)
+def test_a_misaligned_source_of_a_known_geometry_is_checked_every_call(op, dtype,
+                                                                      monkeypatch):
+    """Same metadata, another address: alignment is a per-call fact, never cached."""
+    careful = []
+    for name in ("_run", "_run_forward"):
+        real = getattr(tbt, name)
+        monkeypatch.setattr(tbt, name, lambda *a, real=real, **k: careful.append(1) or
+                            real(*a, **k))
+    aligned = _source(op, dtype, "NCDHW")
+    cold = _call(op, aligned)
+    n = aligned.numel()
+    raw = bytearray(n * dtype.itemsize + 1)
+    flat = torch.frombuffer(raw, dtype=dtype, offset=1, count=n)
+    misaligned = flat.view(aligned.shape)
+    misaligned.copy_(aligned)
+    assert misaligned.data_ptr() % dtype.itemsize and misaligned.stride() == aligned.stride()
+    before = tbt.call_counts()[_counted(op)]
+    assert len(careful) == 1
+    got = _call(op, misaligned)
+    assert len(careful) == 2                     # the careful path (it copies), not the cache
+    assert torch.equal(got, cold)
+    assert tbt.call_counts()[_counted(op)] - before == 1
+    assert _call(op, aligned).equal(cold)        # the geometry still serves aligned calls
+    assert len(careful) == 2
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_results_are_fresh_writable_and_alias_nothing(op):
+    t = _source(op, torch.float32, "NDHWC")
+    results = [_call(op, t) for _ in range(4)]
+    spans = [(r.data_ptr(), r.data_ptr() + r.numel() * 4) for r in results]
+    spans.append((t.data_ptr(), t.data_ptr() + t.numel() * 4))
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))     # no overlap at all
+    first = results[0].clone()
+    results[1].fill_(7.0)                          # writable, and writing one ...
+    assert torch.equal(results[0], first)          # ... leaves the others alone
+    assert torch.equal(results[2], first)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_refused_geometry_goes_to_pytorch_every_time(op, no_careful_path):
+    """Scales inconsistent with the sizes: PyTorch's kernel, counted, the refusal remembered."""
+    t = _source(op, torch.float64, "NCDHW")
+    scales = (1.5, 1.5, 1.5)
+    fallback = "forward_fallback" if op == "forward" else "fallback"
+    before = tbt.call_counts()
+    first = _call(op, t, scales=scales)
+    no_careful_path()
+    second = _call(op, t, scales=scales)
+    after = tbt.call_counts()
+    assert after[fallback] - before[fallback] == 2
+    assert after[_counted(op)] == before[_counted(op)]
+    tbt.disable()
+    assert torch.equal(first, _call(op, t, scales=scales)) and torch.equal(first, second)
+
+
+def test_the_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(tbt, "GEOMETRY_CACHE_SIZE", 4)
+    for n in range(1, 11):
+        _call("forward", torch.rand(n, 1, 2, 2, 2))
+        assert 1 <= len(tbt._geometries) <= 4
+
+
+# -- item 4: autograd through enable(), on the fast path -----------------------------
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(3, 4, 2), align_corners=True),
+                                dict(scale_factor=(1.5, 2, 1.25))], ids=repr)
+def test_gradcheck_gradgradcheck_and_forward_ad_through_enable(layout, kw):
+    """Double backward and forward-mode AD are PyTorch's formulas over this library's kernels."""
+    x = _tensor((1, 2, 2, 3, 2), torch.float64, layout).requires_grad_()
+
+    def fn(v):
+        return F.interpolate(v, mode="trilinear", **kw)
+
+    before = tbt.call_counts()
+    assert torch.autograd.gradcheck(fn, (x,), check_forward_ad=True, check_batched_grad=True)
+    mid = tbt.call_counts()
+    assert torch.autograd.gradgradcheck(fn, (x,), check_fwd_over_rev=True,
+                                        check_batched_grad=True)
+    after = tbt.call_counts()
+    for start, end in ((before, mid), (mid, after)):
+        assert end["forward"] > start["forward"] and end["kernel"] > start["kernel"]
+        assert end["fallback"] == start["fallback"]
+        assert end["forward_fallback"] == start["forward_fallback"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_double_backward_runs_the_forward_kernel_as_the_adjoint(layout):
+    x = _tensor((1, 2, 3, 4, 5), torch.float64, layout).requires_grad_()
+    v = _tensor((1, 2, 6, 8, 10), torch.float64, layout, seed=1).requires_grad_()
+
+    def second_order():
+        y = F.interpolate(x, scale_factor=2, mode="trilinear")
+        (gx,) = torch.autograd.grad(y, x, v, create_graph=True)
+        return torch.autograd.grad(gx.square().sum(), v)[0]
+
+    before = tbt.call_counts()
+    got = second_order()
+    after = tbt.call_counts()
+    assert after["kernel"] - before["kernel"] >= 1 and after["forward"] - before["forward"] >= 2
+    tbt.disable()
+    want = second_order()
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("state", ["neg", "zero"])
+@pytest.mark.parametrize("first", ["plain first", "state first"])
+def test_tensor_states_of_a_known_geometry_are_checked_every_call(op, state, first):
+    """A lazy negation or a zero tensor has a plain tensor's metadata but other values.
+
+    Whichever comes first, neither the fast path nor the remembered geometry
+    may read its memory as the values, and the plain tensor's calls stay right.
+    """
+    plain = _source(op, torch.float64, "NCDHW")
+    odd = torch._neg_view(plain) if state == "neg" else torch._efficientzerotensor(
+        plain.shape, dtype=plain.dtype)
+    assert odd.shape == plain.shape and odd.stride() == plain.stride()
+    tbt.disable()
+    want_plain, want_odd = _call(op, plain), _call(op, odd.clone())
+    tbt.enable()
+    order = [plain, odd, plain, odd] if first == "plain first" else [odd, plain, odd, plain]
+    for t in order:
+        # Through the dispatcher PyTorch resolves both states before a CPU
+        # kernel runs; the kernels' entry points are called directly here
+        # so that the check itself is what is tested.
+        if op == "forward":
+            got = tbt._forward_or_fallback(t, (6, 8, 10), False, None, None, None)
+        else:
+            got = tbt._kernel_or_fallback(t, tuple(t.shape[2:]), tuple(t.shape[:2]) + (6, 8, 10),
+                                          False, None, None, None)
+        # The dispatcher's route agrees (PyTorch's kernel may have served one).
+        torch.testing.assert_close(_call(op, t), got, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(got, want_plain if t is plain else want_odd,
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
+    """bench --sweep's plumbing (never its timings): every op and layout, both contenders."""
+    from trilinear_bwd import _bench_calls
+
+    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
+    tbt.disable()
+    before = tbt.call_counts()
+    rows = _bench_calls.measure_sweep(rounds=2, sweep=((1, 1, 2), (1, 2, 3)))
+    assert not tbt.is_enabled()
+    assert [(r["op"], r["layout"], r["shape"][:3]) for r in rows] == [
+        (op, layout, (n, c, side)) for n, c, side in ((1, 1, 2), (1, 2, 3))
+        for layout in LAYOUTS for op in OPS]
+    assert all(r["torch_us"] > 0 and r["ours_us"] > 0 and r["rounds"] == 2 for r in rows)
+    after = tbt.call_counts()
+    assert after["forward"] > before["forward"] and after["kernel"] > before["kernel"]
+    table = _bench_calls.format_sweep(rows).splitlines()
+    assert len(table) == 2 + len(rows) and table[2].startswith("| forward | NCDHW | (1, 1, 2, 2, 2)")
