@@ -30,18 +30,7 @@ def _batch(fn):
 
 def _interleaved(contenders, rounds):
     """``{name: median seconds per call}``, the contenders run in turn in every round."""
-    batches = {name: _batch(fn) for name, fn in contenders.items()}
-    samples = {name: [] for name in contenders}
-    for r in range(rounds):
-        names = list(contenders)
-        names = names[r % len(names):] + names[:r % len(names)]   # rotate the order
-        for name in names:
-            fn, batch = contenders[name], batches[name]
-            start = time.perf_counter()
-            for _ in range(batch):
-                fn()
-            samples[name].append((time.perf_counter() - start) / batch)
-    return {name: float(np.median(s)) for name, s in samples.items()}
+    return {name: float(np.median(s)) for name, s in _samples(contenders, rounds).items()}
 
 
 def _pytorch_kernel(torch):
@@ -273,7 +262,7 @@ def _samples(contenders, rounds):
     samples = {name: [] for name in contenders}
     for r in range(rounds):
         names = list(contenders)
-        names = names[r % len(names):] + names[:r % len(names)]
+        names = names[r % len(names):] + names[:r % len(names)]   # rotate the order
         for name in names:
             fn, batch = contenders[name], batches[name]
             start = time.perf_counter()
