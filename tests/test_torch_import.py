@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from _hardening import UNDER_SANITIZER
 
 pytest.importorskip("torch")
 
@@ -90,6 +91,10 @@ assert tbt.call_counts()["forward"] == 1 and tbt.call_counts()["kernel"] == 1
 """)
 
 
+# The spelling that registers is read by capturing F.interpolate's call, which
+# ends in a C++ throw: under ci/sanitize.sh ASan's __cxa_throw interceptor
+# aborts the process (as test_forward.py notes).
+@pytest.mark.skipif(UNDER_SANITIZER, reason="PyTorch's C++ throws abort under ASan")
 @pytest.mark.parametrize("spelling, registers", [("scale_factor=2", False),
                                                  ("size=(6, 8, 10)", False),
                                                  ("size=torch.Size([6, 8, 10])", True)])
