@@ -227,8 +227,15 @@ step "the main job under QEMU: python -m trilinear_bwd"
 #                 test, which starts a thread per stream, fails there;
 #  test_dask.py   the Dask layer (Python above the kernels, the same on every
 #                 architecture) and argument-validation fuzzing: together
-#  test_fuzz.py   well over half of the suite's emulated time.
-read -r -a skip <<< "${TRILINEAR_BWD_QEMU_SKIP-test_leaks.py test_dask.py test_fuzz.py}"
+#  test_fuzz.py   well over half of the suite's emulated time;
+#  test_fork.py, test_environment.py, test_golden.py
+#                 Python above the kernels too (fork safety, the environment
+#                 variables, each in dozens of fresh interpreters, and the
+#                 golden workbench's case generation): the same on every
+#                 architecture, and minutes of emulated interpreter start-up
+#                 and fork-under-threads timing that QEMU's user mode makes
+#                 meaningless (the fork tests' alarms measure a deadlock).
+read -r -a skip <<< "${TRILINEAR_BWD_QEMU_SKIP-test_leaks.py test_dask.py test_fuzz.py test_fork.py test_environment.py test_golden.py}"
 step "tests under QEMU: tests/ less ${skip[*]:-nothing} (timings mean nothing here)"
 # The digest test runs on its own below, case by case in the log.
 args=(--ignore="$repo/tests/test_digests.py")
