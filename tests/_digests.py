@@ -109,8 +109,9 @@ def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2, o
     """The result of one case, computed by kernel ``variant`` (None: the public API)."""
     import trilinear_bwd as tb
     from trilinear_bwd import _dispatch
-    from trilinear_bwd._arguments import validate, validate_forward
-    from trilinear_bwd._plan import data_address, make_plan
+    from trilinear_bwd._arrays import data_address
+    from trilinear_bwd._operator import BACKWARD, FORWARD, check
+    from trilinear_bwd._plan import make_plan
 
     n, c, ins, outs, scales = SHAPES[index]
     scales = (0.0, 0.0, 0.0) if scales is None else scales
@@ -129,10 +130,10 @@ def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2, o
                                              out=out, num_threads=num_threads)
         return out
     if forward:
-        args = validate_forward(src, outs, align_corners, *scales, out)
+        call = check(FORWARD, src, out, outs, None, align_corners, scales)
     else:
-        args = validate(src, outs, (n, c) + ins, align_corners, *scales, out)
-    plan = make_plan(args, num_threads)
+        call = check(BACKWARD, src, out, outs, (n, c) + ins, align_corners, scales)
+    plan = make_plan(call, num_threads)
     ws = tb.alloc_workspace(plan.workspace_size)
     _dispatch.kernel_module(variant).KernelPlan(plan.spec).run(
         data_address(src), data_address(out), data_address(ws) if ws.size else 0, num_threads)

@@ -402,8 +402,8 @@ def test_empty_spatial_axis_refused_in_both_layers(go_shape, output_size, input_
 
 
 def test_cann_scales_rule():
-    """The rule itself, as ``_arguments.cann_scales`` states it."""
-    from trilinear_bwd._arguments import cann_scales
+    """The rule itself, as ``_operator.cann_scales`` states it."""
+    from trilinear_bwd._operator import cann_scales
 
     assert cann_scales([1.5, 2.0, 0.5], False) == [1.5, 2.0, 0.5]
     for scales in ([1.5, 0.0, 2.0], [-1.0, 2.0, 2.0], [0.0, 0.0, 0.0], [2.0, 2.0, -0.0]):

@@ -17,9 +17,10 @@ from conftest import (
 
 import trilinear_bwd as tb
 from trilinear_bwd import _dispatch
-from trilinear_bwd._plan import data_address, make_plan, ring_rows
+from trilinear_bwd._arrays import data_address
+from trilinear_bwd._plan import make_plan, ring_rows
 from trilinear_bwd._tables import axis_table
-from trilinear_bwd._arguments import validate
+from trilinear_bwd._operator import BACKWARD, check
 
 # (N, C, input DHW, output DHW): up, down, identity and size-1 axes, mixed,
 # and W lengths that leave tails after the 8-point blocks of the W gather.
@@ -197,8 +198,8 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
     # streaming path of the kernel, tails included, must give the same bits.
     _plan.streamed = (lambda *a: True) if stream else (lambda *a: False)
     try:
-        plan = make_plan(validate(g, g.shape[2:], input_size, align_corners, 0, 0, 0, out),
-                         n_threads)
+        plan = make_plan(check(BACKWARD, g, out, g.shape[2:], input_size, align_corners,
+                               (0, 0, 0)), n_threads)
     finally:
         _plan.streamed = rule
     unit_rows = plan.spec.gin[4][0] == 1 and plan.spec.gin[4][3] == 1
@@ -357,7 +358,7 @@ def test_streaming_only_where_it_wins():
     g = random_grad((1, 2, 5, 6, 7), "float32", seed=1)
     for w, expected in ((64, True), (68, False)):
         out = np.empty((1, 2, 4, 4, w), np.float32)
-        args = validate(g, (5, 6, 7), out.shape, False, 0, 0, 0, out)
+        args = check(BACKWARD, g, out, (5, 6, 7), out.shape, False, (0, 0, 0))
         plan = make_plan(args, 1)
         assert not plan.spec.stream                    # 64 KiB: far below the threshold
         with pytest.MonkeyPatch.context() as mp:
@@ -440,7 +441,8 @@ def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes):
     plan/kernel mismatch, refused when the KernelPlan is built."""
     g = in_layout(random_grad((1, 4, 6, 5, 4), "float32"), "ndhwc")
     out = out_array((1, 4, 16, 3, 2), g.dtype, "ndhwc")
-    spec = make_plan(validate(g, (6, 5, 4), (1, 4, 16, 3, 2), False, 0, 0, 0, out), 1).spec
+    spec = make_plan(check(BACKWARD, g, out, (6, 5, 4), (1, 4, 16, 3, 2), False, (0, 0, 0)),
+                     1).spec
     assert spec.planes_per_item == 2
     for name in _dispatch.available_variants():
         with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):

@@ -13,7 +13,7 @@ F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import _api, _pool  # noqa: E402
+from trilinear_bwd import _api, _pool, _torch_arrays  # noqa: E402
 from trilinear_bwd._status import InvalidArgumentError  # noqa: E402
 from _hardening import UNDER_SANITIZER  # noqa: E402
 
@@ -48,9 +48,9 @@ def no_allocation(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work done before the contract's checks")
 
-    for owner, name in ((_api, "new_tensor"), (tbt, "new_tensor"), (_api, "_new_output"),
-                        (_pool, "empty"), (_api, "run_once"), (tbt, "run_checked"),
-                        (_api, "run_checked")):
+    for owner, name in ((_torch_arrays, "new_tensor"), (tbt, "new_tensor"),
+                        (_api, "_new_output"), (_pool, "empty"), (_api, "run_once"),
+                        (tbt, "run_checked"), (_api, "run_checked")):
         monkeypatch.setattr(owner, name, refuse)
 
 

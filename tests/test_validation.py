@@ -215,14 +215,14 @@ def test_limits_without_allocating(shape_out, shape_in, match):
 
 def test_sixty_gib_limit_boundary():
     # N*C*(o + i + o + o)*4 with all sizes 1 along D, H: 4 * (ow + iw + iw + iw) per slice.
-    from trilinear_bwd._arguments import MAX_BYTES, _check_limits
+    from trilinear_bwd._operator import BACKWARD, MAX_BYTES, check_limits
 
     ow = iw = 2**20
     per_slice = (ow + iw + iw + iw) * 4
     slices_ok = (MAX_BYTES - 1) // per_slice
-    _check_limits((slices_ok, 1, 1, 1, ow), (slices_ok, 1, 1, 1, iw))
+    check_limits(BACKWARD, (slices_ok, 1, 1, 1, ow), (slices_ok, 1, 1, 1, iw))
     with pytest.raises(tb.InvalidArgumentError, match="60 GiB"):
-        _check_limits((slices_ok + 1, 1, 1, 1, ow), (slices_ok + 1, 1, 1, 1, iw))
+        check_limits(BACKWARD, (slices_ok + 1, 1, 1, 1, ow), (slices_ok + 1, 1, 1, 1, iw))
 
 
 @pytest.mark.parametrize("value", [0, -2000, 10**6, 2.0, True, "4"])

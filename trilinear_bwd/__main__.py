@@ -204,10 +204,11 @@ def main(argv=None):
 
 def _check_case(n, c, ins, outs, dtype, align_corners):
     """Refuse, before allocating anything, a case the operator would refuse."""
-    from trilinear_bwd._arguments import validate
+    from trilinear_bwd._operator import BACKWARD, check
 
     stand_in = np.broadcast_to(np.zeros((), dtype), (n, c) + outs)
-    validate(stand_in, outs, (n, c) + ins, align_corners, 0.0, 0.0, 0.0, None, allocate=True)
+    check(BACKWARD, stand_in, None, outs, (n, c) + ins, align_corners, (0.0, 0.0, 0.0),
+          allocate=True)
 
 
 def _main(args):

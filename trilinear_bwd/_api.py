@@ -1,23 +1,10 @@
 """The one-call entry points: the backward and the forward."""
 
-import math
-import sys
-
-import numpy as np
-
-from . import _fork, _pool
-from ._arguments import (
-    as_array,
-    as_real,
-    as_sequence,
-    invalid,
-    is_misaligned,
-    one_call_sizes,
-    validate,
-    validate_forward,
-)
+from . import _pool
+from ._arguments import forward_sizes, one_call_sizes
+from ._arrays import as_array, is_channels_last, is_misaligned, kind_of
 from ._executor import run_once
-from ._plan import is_channels_last
+from ._operator import BACKWARD, FORWARD, check
 from ._status import InternalError, NullArgumentError
 
 
@@ -94,11 +81,9 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     # own array; only then is a misaligned one copied, so that a call that
     # breaks a rule (a limit above all: a zero-stride view can describe
     # 60 GiB) allocates nothing.
-    args = validate(grad_out, output_size, input_size, align_corners, *scales, out,
-                    allocate=out is None, misaligned_ok=misaligned, input_first=first)
-    # ``args`` is this call's own, fresh object: filling in what was
-    # allocated after validation is cheaper than dataclasses.replace.
-    return _run(args, grad_out_given, misaligned, out, num_threads)
+    call = check(BACKWARD, grad_out, out, output_size, input_size, align_corners, scales,
+                 allocate=out is None, misaligned_ok=misaligned, input_first=first)
+    return _run(call, grad_out_given, misaligned, out, num_threads)
 
 
 def upsample_trilinear3d(x, output_size=None, align_corners=False, scales=(0.0, 0.0, 0.0),
@@ -164,67 +149,45 @@ def upsample_trilinear3d(x, output_size=None, align_corners=False, scales=(0.0, 
         raise NullArgumentError("self must not be None")
     x_given = x
     x = as_array(x, "self")
-    scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
-    if len(scales) != 3:
-        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
-    if output_size is None:
-        output_size = _size_from_scales(x.shape, scales)
+    output_size, scales = forward_sizes(x.shape, output_size, scales)
     misaligned = is_misaligned(x)
-    args = validate_forward(x, output_size, align_corners, *scales, out,
-                            allocate=out is None, misaligned_ok=misaligned)
-    return _run(args, x_given, misaligned, out, num_threads)
+    call = check(FORWARD, x, out, output_size, None, align_corners, scales,
+                 allocate=out is None, misaligned_ok=misaligned)
+    return _run(call, x_given, misaligned, out, num_threads)
 
 
-def _size_from_scales(shape, scales):
-    """``F.interpolate``'s output size for ``scale_factor``: floor(in * scale) per axis."""
-    if len(shape) != 5:
-        raise invalid(f"self must be 5-D (N, C, D, H, W), got {len(shape)}-D")
-    size = []
-    for k, value in enumerate(scales):
-        s = as_real(value, f"scales[{k}]")
-        if not s > 0:
-            raise invalid(f"scales[{k}] must be > 0 when output_size is None, got {s!r}")
-        product = shape[k + 2] * s
-        if not math.isfinite(product):
-            raise invalid(f"scales[{k}] = {s!r} gives an infinite output size")
-        size.append(math.floor(product))
-    return tuple(size)
-
-
-def _run(args, given, misaligned, out, num_threads):
+def _run(call, given, misaligned, out, num_threads):
     """Allocate the result if needed, copy a misaligned source, run; return the result.
 
-    ``args`` passed every check before this is called: nothing is allocated,
+    ``call`` passed every check before this is called: nothing is allocated,
     copied or planned for a call the contract refuses.
     """
-    result = out
-    if out is None:
-        shape = args.input_size if args.op == "backward" else \
-            args.input_size[:2] + args.output_size
-        # The layout is decided from the caller's array, never from the
-        # aligned copy below (which would be C order for any source).
-        channels_last = is_channels_last(args.grad_out)
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(given, torch.Tensor):
-            # The caller's kind of array back: a tensor that PyTorch's own
-            # allocator made (resizable, like every tensor PyTorch returns).
-            result = new_tensor(torch, shape, given.dtype, channels_last, args.names[1])
-            target = tensor_view(torch, result)
-        else:
-            result = target = _new_output(args.grad_out, shape, args.names[1], channels_last)
-        object.__setattr__(args, "grad_input", target)
-    run_checked(args, misaligned, num_threads)
+    if out is not None:
+        run_checked(call, misaligned, num_threads)
+        return out
+    target_shape = call.op.shapes(call.input_size, call.output_size)[1]
+    # The layout is decided from the caller's array, never from the aligned
+    # copy below (which would be C order for any source).
+    channels_last = is_channels_last(call.source)
+    kind = kind_of(given)
+    if kind is not None:
+        # The caller's kind of array back (a torch tensor from PyTorch's
+        # own allocator: resizable, like every tensor PyTorch returns).
+        result, target = kind.new_like(given, target_shape, channels_last, call.op.target)
+    else:
+        result = target = _new_output(call.source, target_shape, call.op.target, channels_last)
+    run_checked(call.replace(target=target), misaligned, num_threads)
     return result
 
 
-def run_checked(args, misaligned, num_threads):
-    """Run a checked call whose ``grad_input`` is set, copying a misaligned source first.
+def run_checked(call, misaligned, num_threads):
+    """Run a checked call whose target is set, copying a misaligned source first.
 
     Parameters
     ----------
-    args : Arguments
-        From :func:`validate` / :func:`validate_forward` (with
-        ``misaligned_ok=misaligned``), ``grad_input`` filled in; this call's own.
+    call : trilinear_bwd._operator.Call
+        From ``_operator.check`` (with ``misaligned_ok=misaligned``), its
+        target filled in.
     misaligned : bool
         The source is not aligned to its element size: it is copied (in its
         own layout, so the kernel sees the strides the caller's array has).
@@ -232,43 +195,11 @@ def run_checked(args, misaligned, num_threads):
     """
     if misaligned:
         try:
-            object.__setattr__(args, "grad_out", args.grad_out.copy(order="K"))
+            call = call.replace(source=call.source.copy(order="K"))
         except MemoryError as exc:
             raise InternalError(
-                f"could not copy the misaligned {args.names[0]}: {exc}") from None
-    run_once(args, num_threads)
-
-
-def new_tensor(torch, shape, dtype, channels_last, name):
-    """An uninitialised CPU tensor from PyTorch's allocator (``_torch_pool``); 561000 if it cannot be had.
-
-    Parameters
-    ----------
-    torch : module
-    shape : tuple of 5 int
-        Already within the contract's limits.
-    dtype : torch.dtype
-    channels_last : bool or torch.memory_format
-        True (or ``torch.channels_last_3d``): NDHWC in memory.
-    name : str
-        The operator's name of the array, for the message.
-    """
-    if channels_last is True:
-        channels_last = torch.channels_last_3d
-    elif channels_last is False:
-        channels_last = torch.contiguous_format
-    try:
-        return _fork.import_module("trilinear_bwd._torch_pool").empty(shape, dtype, channels_last)
-    except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
-        raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
-
-
-def tensor_view(torch, tensor):
-    """A NumPy view of a tensor this library just allocated (no checks: it is plain memory)."""
-    if tensor.dtype == torch.bfloat16:
-        bfloat16 = _fork.import_module("ml_dtypes").bfloat16
-        return np.from_dlpack(tensor.view(torch.int16)).view(bfloat16)
-    return np.from_dlpack(tensor)
+                f"could not copy the misaligned {call.op.source}: {exc}") from None
+    run_once(call, num_threads)
 
 
 def _new_output(source, shape, name, channels_last):

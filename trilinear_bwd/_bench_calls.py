@@ -7,7 +7,7 @@ equivalent, in interleaved rounds in one process (each round runs every
 contender in turn, a batch of calls each; the median per-call time over the
 rounds is reported).  Calls repeat one geometry, as a training loop does, so
 caches and this library's pools are warm: that is what the table measures.
-The targets of issues 13 and 15 are checked against the ratios and
+The targets in docs/performance.md are checked against the ratios and
 reported, never asserted (timing is not a test).
 """
 
@@ -250,7 +250,7 @@ def format_calls(rows):
     return "\n".join(lines)
 
 
-# The sweep of issue 22: x2 upsampling from the deep, small levels of a 3-D
+# The sweep: x2 upsampling from the deep, small levels of a 3-D
 # U-Net decoder to a large volume, (N, C, side) of the forward's input.
 SWEEP = ((1, 1, 4), (2, 32, 3), (2, 16, 6), (1, 4, 10), (2, 8, 12), (2, 16, 16),
          (2, 16, 24), (2, 32, 32))

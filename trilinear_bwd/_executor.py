@@ -14,15 +14,11 @@ import weakref
 import numpy as np
 
 from . import _dispatch, _fork, _memory, _openmp_helpers
-from ._arguments import (
-    checked_workspace,
-    rebind,
-    resolve_num_threads,
-    validate,
-    validate_forward,
-    workspace_size_argument,
-)
-from ._plan import data_address, planned
+from ._arguments import checked_workspace, resolve_num_threads, workspace_size_argument
+from ._arrays import data_address, kind_of
+from ._constants import LINE
+from ._operator import BACKWARD, FORWARD, check, rebind
+from ._plan import planned
 from ._status import (
     ExecutionError,
     InternalError,
@@ -89,16 +85,15 @@ class Executor:
         Bytes of workspace that :func:`execute` needs (0 for an empty batch).
     """
 
-    def __init__(self, args, num_threads):
-        self._args = args
-        self._op = args.op
+    def __init__(self, call, num_threads):
+        self._call = call
+        self._op = call.op
         self._follow_default = num_threads is None
-        requested = resolve_num_threads(num_threads)
-        self._plan, self._kernel = planned(args, requested, _dispatch.kernel_module())
+        self._requested = resolve_num_threads(num_threads)
+        self._plan, self._kernel = planned(call, self._requested, _dispatch.kernel_module())
         self._workspace_size = self._plan.workspace_size
         self._n_slots = self._plan.n_slots
-        self._threads = min(requested, self._n_slots)
-        self._default_cap = _default_cap(args)
+        self._nbytes = moved_bytes(call)     # the same after update_arrays
         # Two locks, so that nothing waits on a run but another run:
         # ``_lock`` guards the state and is held only for a moment (claim,
         # update, destroy), never across a kernel; ``_busy`` is held for the
@@ -111,7 +106,7 @@ class Executor:
         self._last_team = None
         # What keeps the bound arrays' remembered addresses true (_memory):
         # NumPy owners pinned, torch tensors checked before each run.
-        self._held = _memory.bound(args)
+        self._held = _memory.bound(call)
         self._workspace_memo = None
         _live.add(self)
 
@@ -135,19 +130,19 @@ class Executor:
     @property
     def op(self):
         """``"backward"`` or ``"forward"``: the operator this executor computes."""
-        return self._op
+        return self._op.name
 
     @property
     def grad_out(self):
         """The array phase two reads (None once destroyed); the forward's ``x``."""
-        args = self._args
-        return None if args is None else args.grad_out
+        call = self._call
+        return None if call is None else call.source
 
     @property
     def grad_input(self):
         """The array phase two overwrites (None once destroyed); the forward's ``out``."""
-        args = self._args
-        return None if args is None else args.grad_input
+        call = self._call
+        return None if call is None else call.target
 
     x = grad_out
     out = grad_input
@@ -155,9 +150,7 @@ class Executor:
     @property
     def num_threads(self):
         """The team size a run will use now."""
-        if self._follow_default:
-            return _default_team(self._n_slots, self._default_cap)
-        return self._threads
+        return team_size(self._n_slots, self._nbytes, self._requested, self._follow_default)
 
     @property
     def last_num_threads(self):
@@ -169,16 +162,16 @@ class Executor:
         return self._last_team
 
     def __repr__(self):
-        a = self._args
+        a = self._call
         if a is None:
             return f"<trilinear_bwd.Executor {self._state}>"
         layout = "NDHWC" if self._plan.channels_last else "NCDHW"
         read, written = a.names
         return (
-            f"<trilinear_bwd.Executor {self._op} {self._state}"
+            f"<trilinear_bwd.Executor {self._op.name} {self._state}"
             f"{' repeatable' if self._repeatable else ''}: "
-            f"{read} {a.grad_out.dtype}{tuple(a.grad_out.shape)} -> {written} "
-            f"{tuple(a.grad_input.shape)}, {layout} mode, alignCorners={a.align_corners}, "
+            f"{read} {a.source.dtype}{tuple(a.source.shape)} -> {written} "
+            f"{tuple(a.target.shape)}, {layout} mode, alignCorners={a.align_corners}, "
             f"scales={a.scales}, workspace {self.workspace_size} bytes, "
             f"{self.num_threads} thread(s)>"
         )
@@ -228,8 +221,8 @@ class Executor:
                 raise ExecutionError(
                     "update_arrays needs a repeatable executor; call set_repeatable() first"
                 )
-            args = rebind(self._args, grad_out, grad_input)
-            self._args, self._held = args, _memory.bound(args)
+            call = rebind(self._call, grad_out, grad_input)
+            self._call, self._held = call, _memory.bound(call)
 
     def destroy(self):
         """Release the executor (``aclDestroyAclOpExecutor``); later runs get 361001.
@@ -241,7 +234,7 @@ class Executor:
         """
         with self._lock:
             self._state = _DESTROYED
-            self._args = self._plan = self._kernel = self._workspace_memo = None
+            self._call = self._plan = self._kernel = self._workspace_memo = None
             self._held = ((), ())
 
     def __enter__(self):
@@ -282,7 +275,7 @@ class Executor:
         self._check_usable()
         memo = self._workspace_memo
         if (memo is not None and memo[0] is workspace and type(workspace_size) is int
-                and workspace_size == memo[1] and memo[2] is self._args
+                and workspace_size == memo[1] and memo[2] is self._call
                 and (memo[3] is None or memo[3].flags.writeable)
                 and (memo[5] is None or memo[5].holds())):
             # The same workspace as the last run, already checked against
@@ -291,12 +284,12 @@ class Executor:
             # run costs no more than the kernel.
             buf, address, keep = memo[3], memo[4], memo[5:]
         else:
-            buf = checked_workspace(workspace, workspace_size, self.workspace_size, self._args)
+            buf = checked_workspace(workspace, workspace_size, self.workspace_size, self._call)
             address = 0 if buf is None else data_address(buf)
             keep = _workspace_keep(workspace, buf, workspace_size)
             # An owner that could move the memory unseen is checked afresh every run.
             self._workspace_memo = None if keep is None else (
-                workspace, workspace_size, self._args, buf, address) + keep
+                workspace, workspace_size, self._call, buf, address) + keep
         if not self._repeatable:
             self._state = _CONSUMED
         return _Job(self, buf, address, self.num_threads, keep, queued)
@@ -331,51 +324,68 @@ class Executor:
 
 
 def _workspace_keep(workspace, buf, workspace_size):
-    """``(torch check or None, NumPy pin or None)`` keeping a checked workspace's address true.
+    """``(memory check or None, NumPy pin or None)`` keeping a checked workspace's address true.
 
-    None if its owner could move it unseen (see ``_memory``): such a
-    workspace is not remembered.
+    The check is that of the workspace's kind (a torch tensor's); None if
+    its owner could move it unseen (see ``_memory``): such a workspace is
+    not remembered.
     """
     if buf is None:
         return (None, None)
-    if _memory.is_tensor(workspace):
-        return (_memory.TorchMemory("workspace", workspace, data_address(buf), workspace_size),
-                None)
+    kind = kind_of(workspace)
+    if kind is not None:
+        return (kind.memory(workspace, "workspace", data_address(buf), workspace_size), None)
     if not _memory.stable(buf):
         return None
     return (None, _memory.pin(buf))
 
 
-def _default_cap(args):
-    """Most threads worth waking for a call that moves this many bytes (``BYTES_PER_THREAD``)."""
-    return max(1, (args.grad_out.nbytes + args.grad_input.nbytes) // BYTES_PER_THREAD)
+def moved_bytes(call):
+    """Bytes a run of ``call`` reads and writes: the source's and the target's."""
+    return call.source.nbytes + call.target.nbytes
 
 
-def _default_team(n_slots, cap, default=None):
-    """The team size with the default thread count: OpenMP's now, within the plan and the cap."""
-    if default is None:
-        default = _openmp_helpers.effective_n_threads(None)
-    return max(1, min(default, n_slots, cap))
+def team_size(n_slots, nbytes, requested, follow_default):
+    """The team a run uses: the one place the thread count is chosen.
+
+    Parameters
+    ----------
+    n_slots : int
+        The plan's thread slots (``Plan.n_slots``).
+    nbytes : int
+        :func:`moved_bytes` of the call.
+    requested : int
+        ``resolve_num_threads`` of what the caller passed.
+    follow_default : bool
+        The caller passed None: OpenMP's default team now, but no more
+        threads than the plan has slots or than the bytes moved are worth
+        waking (``BYTES_PER_THREAD``).  Otherwise what was asked for,
+        within the plan's slots.
+    """
+    if not follow_default:
+        return min(requested, n_slots)
+    cap = max(1, nbytes // BYTES_PER_THREAD)
+    return max(1, min(_openmp_helpers.effective_n_threads(None), n_slots, cap))
 
 
-def run_kernel(kernel, args, workspace, threads, checks=()):
-    """Run ``kernel`` on ``args`` with ``workspace`` (an address); return the team that ran.
+def run_kernel(kernel, call, workspace, threads, checks=()):
+    """Run ``kernel`` on ``call`` with ``workspace`` (an address); return the team that ran.
 
-    Checks first that bound torch tensors still use the memory they were
-    bound with (and each of ``checks``, ``_memory.TorchMemory``), and marks
-    a torch ``gradInput`` as written afterwards.
+    Checks first that the bound arrays of a registered kind (torch tensors)
+    still use the memory they were bound with, and each of ``checks``
+    (``_memory.bound``); marks the target written afterwards.
     """
     global _team_started
-    for binding in args.tensors:
+    for binding in call.bindings:
         binding.check()
-    for check in checks:
-        check.check()
-    gout, gin = args.addresses()
-    team = kernel.run(gout, gin, workspace, _fork_safe_threads(threads))
+    for memory in checks:
+        memory.check()
+    source, target = call.addresses()
+    team = kernel.run(source, target, workspace, _fork_safe_threads(threads))
     _team_started = _team_started or team > 1
-    if args.tensors:
-        written = args.names[1]
-        for binding in args.tensors:
+    if call.bindings:
+        written = call.op.target
+        for binding in call.bindings:
             if binding.name == written:
                 binding.mark_written()
     return team
@@ -388,36 +398,46 @@ _scratch = threading.local()
 _fork.renew(globals(), "_scratch", threading.local)
 
 
-def run_once(args, num_threads):
-    """The one call's run: a cached plan, this thread's scratch workspace, the kernel."""
-    requested = resolve_num_threads(num_threads)
-    plan, kernel = planned(args, requested, _dispatch.kernel_module())
-    if num_threads is None:
-        threads = _default_team(plan.n_slots, _default_cap(args), requested)
-    else:
-        threads = min(requested, plan.n_slots)
-    size = plan.workspace_size
+def scratch_workspace(size):
+    """``(buffer, address)``: this thread's scratch workspace of at least ``size`` bytes.
+
+    ``(None, 0)`` for none.  Kept between calls when it is small (a
+    workspace is a few rows per thread, not a volume); the caller holds
+    ``buffer`` for the length of its run.  The workspace of every run that
+    is not an executor's: the one call, Dask's blocks, the torch fast path.
+    """
+    if size <= 0:
+        return None, 0
     kept = getattr(_scratch, "kept", None)
     if kept is not None and kept[0].nbytes >= size:
-        address = kept[1]
-    else:
-        buf = alloc_workspace(size)
-        address = data_address(buf)
-        if size <= SCRATCH_KEEP_BYTES:
-            _scratch.kept = (buf, address)
-    run_kernel(kernel, args, address if size else 0, threads)
+        return kept
+    buf = alloc_workspace(size)
+    kept = (buf, data_address(buf))
+    if size <= SCRATCH_KEEP_BYTES:
+        _scratch.kept = kept
+    return kept
+
+
+def run_once(call, num_threads):
+    """The one call's run: a cached plan, this thread's scratch workspace, the kernel."""
+    requested = resolve_num_threads(num_threads)
+    plan, kernel = planned(call, requested, _dispatch.kernel_module())
+    threads = team_size(plan.n_slots, moved_bytes(call), requested, num_threads is None)
+    buf, address = scratch_workspace(plan.workspace_size)
+    run_kernel(kernel, call, address, threads)
+    del buf   # held until the kernel returned
 
 
 class _Job:
     """One claimed run of an executor: its arrays, kernel and workspace, fixed at launch."""
 
-    __slots__ = ("_executor", "_kernel", "_args", "_workspace", "_address", "_threads",
+    __slots__ = ("_executor", "_kernel", "_call", "_workspace", "_address", "_threads",
                  "_held", "_checks")
 
     def __init__(self, executor, workspace, address, threads, keep, queued):
         self._executor = executor
         self._kernel = executor._kernel
-        self._args = executor._args
+        self._call = executor._call
         self._workspace = workspace      # kept alive until the run
         self._address = address
         self._threads = threads
@@ -431,7 +451,7 @@ class _Job:
 
     def run(self):
         """Check the memory is still there, run the kernel, then mark a torch ``gradInput`` as written."""
-        self._executor._last_team = run_kernel(self._kernel, self._args, self._address,
+        self._executor._last_team = run_kernel(self._kernel, self._call, self._address,
                                                self._threads, self._checks)
 
     def __call__(self):
@@ -486,9 +506,11 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
 
     Notes
     -----
-    The workspace holds one slot per thread (``min(threads, N*C*iD)`` slots,
-    or ``min(threads, N*iD)`` when ``grad_out`` is channels-last), plus 64
-    bytes to align an unaligned buffer.  A slot holds, in float32 (float64
+    The workspace holds one slot per thread that can have work
+    (``min(threads, items)`` slots; the items are ``N*C*iD`` input planes,
+    or, when ``grad_out`` is channels-last, ``N*ceil(iD/2)`` pairs of planes,
+    ``N*iD`` single planes where pairs would leave fewer than 4 per
+    thread), plus 64 bytes to align an unaligned buffer.  A slot holds, in float32 (float64
     for float64 data), with L = oW (or oW * C channels-last):
 
     * the D-reduced plane in progress, oH * L elements;
@@ -505,9 +527,9 @@ def get_workspace_size(grad_out, output_size, input_size, align_corners, scales_
     No case copies a whole array: float16/bfloat16 rows are widened as they
     are read.  The size is 0 for an empty batch.
     """
-    args = validate(grad_out, output_size, input_size, align_corners, scales_d, scales_h,
-                    scales_w, grad_input)
-    executor = Executor(args, num_threads)
+    call = check(BACKWARD, grad_out, grad_input, output_size, input_size, align_corners,
+                 (scales_d, scales_h, scales_w))
+    executor = Executor(call, num_threads)
     return executor.workspace_size, executor
 
 
@@ -559,13 +581,14 @@ def get_forward_workspace_size(x, output_size, align_corners, scales_d, scales_h
     other way (``docs/design.md``): the workspace is laid out as described
     for :func:`get_workspace_size`, with ``x`` in the role of ``grad_out``.
     """
-    args = validate_forward(x, output_size, align_corners, scales_d, scales_h, scales_w, out)
-    executor = Executor(args, num_threads)
+    call = check(FORWARD, x, out, output_size, None, align_corners,
+                 (scales_d, scales_h, scales_w))
+    executor = Executor(call, num_threads)
     return executor.workspace_size, executor
 
 
 def alloc_workspace(workspace_size):
-    """Allocate a workspace: a 64-byte aligned, writable ``uint8`` array.
+    """Allocate a workspace: a cache-line (64-byte) aligned, writable ``uint8`` array.
 
     Parameters
     ----------
@@ -588,12 +611,12 @@ def alloc_workspace(workspace_size):
     # A size no allocator can satisfy is reported as an AclnnError
     # (561000: not a rule the caller broke, but no MemoryError escaping).
     try:
-        raw = np.empty(workspace_size + 64, dtype=np.uint8)
+        raw = np.empty(workspace_size + LINE, dtype=np.uint8)
     except (MemoryError, ValueError) as exc:
         raise InternalError(
             f"could not allocate a workspace of {workspace_size} bytes: {exc}"
         ) from None
-    start = -raw.ctypes.data % 64
+    start = -raw.ctypes.data % LINE
     return raw[start:start + workspace_size]
 
 

@@ -1,4 +1,5 @@
-# Data structures and small inline helpers of the backward kernels.
+# Data structures and small inline helpers of the kernel (both operators: a
+# target computed from a source).
 #
 # Everything here is ``noexcept nogil`` and trusts its arguments: the Python
 # layer (``_plan.py``) validates the call and fills a ``Problem`` once, at
@@ -77,25 +78,26 @@ cdef extern from "_w_gather.h" nogil:
                              int64_t width, int stream) noexcept
 
 
-cdef enum:
-    DT_FLOAT32 = 0
-    DT_FLOAT64 = 1
-    DT_FLOAT16 = 2
-    DT_BFLOAT16 = 3
-
-
-# How the D pass reads grad_out rows (decided at phase one).
-cdef enum:
-    READ_IN_PLACE = 0      # accumulation type, unit stride: used where they lie
-    READ_FLOAT16 = 1       # float16, unit stride: widened inside the axpy
-    READ_BFLOAT16 = 2      # bfloat16, unit stride: widened inside the axpy
-    READ_CONVERT = 3       # anything else: gathered and converted into a buffer first
+# Shared with Python (trilinear_bwd._constants), defined once in _constants.h.
+cdef extern from "_constants.h":
+    enum:
+        TB_DT_FLOAT32
+        TB_DT_FLOAT64
+        TB_DT_FLOAT16
+        TB_DT_BFLOAT16
+        TB_READ_IN_PLACE
+        TB_READ_FLOAT16
+        TB_READ_BFLOAT16
+        TB_READ_CONVERT
+        TB_LINE
+        TB_MAX_PLANES_PER_ITEM
 
 
 ctypedef struct Axis:
-    # The backward of one axis in gather form: input point i receives the terms
-    # ptr[i] <= t < ptr[i+1], each ``weight[t] * x[src[t]]``, with src
-    # increasing (and, at an index where x0 == x1, the l0 term before l1).
+    # One axis in gather form: target point i receives the terms
+    # ptr[i] <= t < ptr[i+1], each ``weight[t] * source[src[t]]``, with src
+    # increasing (the backward's tables: at an index where x0 == x1, the l0
+    # term before l1; the forward's: l0 then l1 of each output point).
     int64_t n_in
     const int64_t* ptr
     const int64_t* src
@@ -194,18 +196,18 @@ cdef inline void load_row(floating* dst, const char* base, int64_t off,
     cdef const double* f64
     cdef const uint16_t* u16
     cdef bint unit = r.n_outer == 1 and si == 1
-    if dtype == DT_FLOAT32:
+    if dtype == TB_DT_FLOAT32:
         f32 = (<const float*> base) + off
         for o in range(r.n_outer):
             for k in range(n):
                 dst[o * n + k] = f32[o * so + k * si]
-    elif dtype == DT_FLOAT64:
+    elif dtype == TB_DT_FLOAT64:
         if floating is double:
             f64 = (<const double*> base) + off
             for o in range(r.n_outer):
                 for k in range(n):
                     dst[o * n + k] = f64[o * so + k * si]
-    elif dtype == DT_FLOAT16:
+    elif dtype == TB_DT_FLOAT16:
         if floating is float:
             u16 = (<const uint16_t*> base) + off
             if unit:
@@ -237,19 +239,19 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
     cdef uint16_t* u16
     cdef bint unit = r.n_outer == 1 and si == 1
     if stream:
-        if dtype == DT_FLOAT32 or dtype == DT_FLOAT64:
+        if dtype == TB_DT_FLOAT32 or dtype == TB_DT_FLOAT64:
             tb_stream_copy(base + off * sizeof(floating), src, n * sizeof(floating))
             return
         u16 = <uint16_t*> narrow
         if floating is float:
-            if dtype == DT_FLOAT16:
+            if dtype == TB_DT_FLOAT16:
                 tb_float_to_half_n(u16, src, n)
             else:
                 for k in range(n):
                     u16[k] = tb_float_to_bf16(src[k])
         tb_stream_copy(base + off * 2, narrow, n * 2)
         return
-    if dtype == DT_FLOAT32:
+    if dtype == TB_DT_FLOAT32:
         f32 = (<float*> base) + off
         if unit:
             for k in range(n):
@@ -258,12 +260,12 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
             for o in range(r.n_outer):
                 for k in range(n):
                     f32[o * so + k * si] = <float> src[o * n + k]
-    elif dtype == DT_FLOAT64:
+    elif dtype == TB_DT_FLOAT64:
         f64 = (<double*> base) + off
         for o in range(r.n_outer):
             for k in range(n):
                 f64[o * so + k * si] = src[o * n + k]
-    elif dtype == DT_FLOAT16:
+    elif dtype == TB_DT_FLOAT16:
         if floating is float:
             u16 = (<uint16_t*> base) + off
             if unit:

@@ -1,4 +1,5 @@
-# The backward kernel, compiled once per instruction-set variant: see
+# The kernel of both operators (a target computed from a source through
+# per-axis tables), compiled once per instruction-set variant: see
 # _kernels_baseline.pyx, _kernels_avx2.pyx and _kernels_avx512.pyx, which only
 # include this file.
 #
@@ -15,13 +16,15 @@ from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernel_helpers cimport (
-    DT_BFLOAT16,
-    DT_FLOAT16,
-    DT_FLOAT64,
-    READ_BFLOAT16,
-    READ_CONVERT,
-    READ_FLOAT16,
-    READ_IN_PLACE,
+    TB_DT_BFLOAT16,
+    TB_DT_FLOAT16,
+    TB_DT_FLOAT64,
+    TB_LINE,
+    TB_MAX_PLANES_PER_ITEM,
+    TB_READ_BFLOAT16,
+    TB_READ_CONVERT,
+    TB_READ_FLOAT16,
+    TB_READ_IN_PLACE,
     Axis,
     Problem,
     Row,
@@ -61,9 +64,6 @@ cdef extern from *:
     int TB_STOP_AFTER
 
 cdef enum:
-    # Most input planes one item computes (Problem.planes_per_item): the
-    # size of the per-item state in _item.
-    MAX_PLANES_PER_ITEM = 2
     # Zeros from each acc_h row's sentinel on (within its 32 spare elements):
     # the AVX2 W pass reads a term of padding alone as 16 elements from the
     # sentinel (_w_gather.h).
@@ -81,15 +81,15 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* p
     cdef int64_t t = t0
     cdef int64_t o0, o1
     cdef bint pair
-    if p.read_mode == READ_IN_PLACE:
+    if p.read_mode == TB_READ_IN_PLACE:
         reduce_rows(acc, 0, (<const floating*> gout) + base, stride, ptr, src, w, 1, n, True)
         return
     if floating is float:
-        if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16:
+        if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
             tb_reduce_half_rows(acc, 0, (<const uint16_t*> gout) + base, stride, ptr, src, w,
-                                1, n, p.read_mode == READ_BFLOAT16)
+                                1, n, p.read_mode == TB_READ_BFLOAT16)
             return
-    # READ_CONVERT: two rows at a time gathered into ``conv`` first.
+    # TB_READ_CONVERT: two rows at a time gathered into ``conv`` first.
     if t0 == t1:
         fill_zero(acc, n)
     while t < t1:
@@ -126,7 +126,7 @@ cdef inline void _prefetch_item(const Problem* p, const char* gout, int64_t item
     cdef int64_t b = item // items_per_slice
     cdef int64_t a = item - b * items_per_slice
     cdef int64_t esize = acc_size
-    if p.read_mode == READ_FLOAT16 or p.read_mode == READ_BFLOAT16:
+    if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
         esize = 2
     tb_prefetch_rows(gout + ((b // p.nb2) * p.gout.s_b1 + (b % p.nb2) * p.gout.s_b2) * esize,
                      p.gout.s_d * esize, p.ax_d.ptr + a, p.ax_d.src, TB_PF_NEXT_ITEM)
@@ -156,7 +156,7 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef int64_t y, row, g, first, last, step, off
     cdef floating* h_rows
     cdef floating* ring
-    cdef int64_t done[MAX_PLANES_PER_ITEM]
+    cdef int64_t done[TB_MAX_PLANES_PER_ITEM]
 
     if p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
@@ -226,10 +226,10 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
                 for y in range(step):
                     store_row(gin, off + y * p.gin.s_h, out + y * p.ax_w.n_in, &p.gin.row,
                               p.dtype, p.stream, <void*> ((<char*> ws) + p.off_narrow))
-            elif p.dtype == DT_FLOAT16 or p.dtype == DT_BFLOAT16:
+            elif p.dtype == TB_DT_FLOAT16 or p.dtype == TB_DT_BFLOAT16:
                 if floating is float:
                     w_pass_rows_16((<uint16_t*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
-                                   &p.ax_w, p.dtype == DT_BFLOAT16)
+                                   &p.ax_w, p.dtype == TB_DT_BFLOAT16)
             else:
                 w_pass_rows((<floating*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
                             &p.ax_w, p.stream)
@@ -244,10 +244,10 @@ cdef void _run(const Problem* p, const char* gout, char* gin, char* ws,
     # actually used, reported to Python without any timing.
     cdef int64_t item
     cdef int tid
-    # Slots start on a cache line; the workspace size includes the 64 bytes
-    # of slack this may need, so any buffer the caller passes is usable.
-    cdef char* base = <char*> ((<uintptr_t> ws + 63) & ~(<uintptr_t> 63))
-    if p.dtype == DT_FLOAT64:
+    # Slots start on a cache line; the workspace size includes the TB_LINE
+    # bytes of slack this may need, so any buffer the caller passes is usable.
+    cdef char* base = <char*> ((<uintptr_t> ws + (TB_LINE - 1)) & ~(<uintptr_t> (TB_LINE - 1)))
+    if p.dtype == TB_DT_FLOAT64:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
             seen[tid] = 1
@@ -316,8 +316,8 @@ cdef class KernelPlan:
         self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         self.p.id = spec.id
         self.p.planes_per_item = spec.planes_per_item
-        if not 1 <= self.p.planes_per_item <= MAX_PLANES_PER_ITEM:  # a plan/kernel mismatch
-            raise ValueError(f"planes_per_item must be 1..{<int> MAX_PLANES_PER_ITEM}, "
+        if not 1 <= self.p.planes_per_item <= TB_MAX_PLANES_PER_ITEM:  # a plan/kernel mismatch
+            raise ValueError(f"planes_per_item must be 1..{<int> TB_MAX_PLANES_PER_ITEM}, "
                              f"got {self.p.planes_per_item}")
         self.p.ih = spec.ih
         self.p.v = spec.v

@@ -13,11 +13,12 @@ behind it.  Each kind of owner is handled here (``docs/reliability.md``,
 * memory exported through the buffer protocol (``bytearray``, ``mmap``,
   ``array.array``, a ``memoryview``) cannot be resized while NumPy's view of
   it lives;
-* a torch tensor can replace or resize its storage at any time
-  (``resize_``, ``set_``, ``untyped_storage().resize_``); a
-  :class:`TorchMemory` checks before each run that the tensor still starts
-  at the remembered address and that its storage still covers the bytes the
-  kernel touches, and raises 361001 otherwise;
+* an array of a registered kind (``_arrays.register_kind``: a torch tensor,
+  which can replace or resize its storage at any time with ``resize_``,
+  ``set_`` or ``untyped_storage().resize_``) is checked before each run by
+  its kind's ``memory`` check: that it still starts at the remembered
+  address and its storage still covers the bytes the kernel touches, else
+  361001 (``_torch_arrays.TorchMemory``);
 * the package's own pooled results (``_pool``) keep their block until the
   last view dies;
 * anything else (another DLPack producer, an ``__array_interface__``
@@ -25,12 +26,9 @@ behind it.  Each kind of owner is handled here (``docs/reliability.md``,
   check, on each run (:func:`stable`).
 """
 
-import sys
 import weakref
 
 import numpy as np
-
-from ._status import ExecutionError
 
 
 def _owner(arr):
@@ -77,75 +75,24 @@ def extent(arr):
     return sum((n - 1) * abs(s) for n, s in zip(arr.shape, arr.strides)) + arr.itemsize
 
 
-def is_tensor(obj):
-    """True if ``obj`` is a torch tensor (without importing torch)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(obj, torch.Tensor)
-
-
-class TorchMemory:
-    """A torch tensor whose memory a run uses: the address and the bytes it must still own.
-
-    Parameters
-    ----------
-    name : str
-        The operator's name for it (``"workspace"``, ``"gradInput"``...).
-    tensor : torch.Tensor
-    address : int
-        Its data pointer when it was checked.
-    nbytes : int
-        Bytes from ``address`` the kernel may touch.
-    """
-
-    __slots__ = ("name", "tensor", "address", "nbytes", "_storage", "_base", "_need")
-
-    def __init__(self, name, tensor, address, nbytes):
-        self.name, self.tensor, self.address, self.nbytes = name, tensor, address, nbytes
-        # The storage is looked up once (a lookup costs more than the checks).
-        # While the tensor starts at ``address`` and this storage still starts
-        # at ``_base`` with ``_need`` bytes, ``address`` lies in live memory
-        # of that storage: no other storage can hold it at the same time.
-        storage = tensor.untyped_storage()
-        self._storage, self._base = storage, storage.data_ptr()
-        self._need = address - self._base + nbytes
-
-    def holds(self):
-        """True if the tensor still starts at ``address`` and its storage covers ``nbytes``."""
-        try:
-            storage = self._storage
-            return (self.tensor.data_ptr() == self.address and storage.data_ptr() == self._base
-                    and storage.nbytes() >= self._need)
-        except Exception:  # noqa: BLE001 - a tensor that cannot say counts as moved
-            return False
-
-    def check(self):
-        """Raise 361001 unless :meth:`holds`."""
-        if not self.holds():
-            raise ExecutionError(
-                f"{self.name}'s torch tensor no longer owns the memory it had when it was "
-                "checked (resize_, set_ or a storage resize since); nothing was written. "
-                + ("Pass it again to execute" if self.name == "workspace" else
-                   "Bind it again with update_arrays")
-            )
-
-
-def bound(args):
+def bound(call):
     """What keeps an executor's bound arrays where their remembered addresses say.
 
     Parameters
     ----------
-    args : trilinear_bwd._arguments.Arguments
+    call : trilinear_bwd._operator.Call
 
     Returns
     -------
     pins : tuple
         :func:`pin` of each array NumPy owns: to be kept while the
         addresses are remembered.
-    checks : tuple of TorchMemory
-        One per bound torch tensor, to check before each run.
+    checks : tuple
+        One memory check (``holds()``, ``check()``) per bound array of a
+        registered kind, to run before each run.
     """
-    pins = tuple(p for p in (pin(args.grad_out), pin(args.grad_input)) if p is not None)
-    arrays = dict(zip(args.names, (args.grad_out, args.grad_input)))
-    checks = tuple(TorchMemory(b.name, b.tensor, b.address, extent(arrays[b.name]))
-                   for b in args.tensors if b.name in arrays)
+    pins = tuple(p for p in (pin(call.source), pin(call.target)) if p is not None)
+    arrays = dict(zip(call.names, (call.source, call.target)))
+    checks = tuple(b.memory(extent(arrays[b.name])) for b in call.bindings
+                   if b.name in arrays)
     return pins, checks

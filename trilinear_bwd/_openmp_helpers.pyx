@@ -141,3 +141,43 @@ def cpu_has_avx512():
     switch (XCR0 bits 5-7, with the XMM and YMM bits 1-2).
     """
     return bool(tb_cpu_has_avx512())
+
+
+cdef extern from "_constants.h":
+    enum:
+        TB_DT_FLOAT32
+        TB_DT_FLOAT64
+        TB_DT_FLOAT16
+        TB_DT_BFLOAT16
+        TB_READ_IN_PLACE
+        TB_READ_FLOAT16
+        TB_READ_BFLOAT16
+        TB_READ_CONVERT
+        TB_GATHER
+        TB_WINDOW8
+        TB_WINDOW16
+        TB_WINDOW32
+        TB_W_BLOCK
+        TB_W_SPARE
+        TB_LINE
+        TB_MAX_PLANES_PER_ITEM
+
+
+def constants():
+    """Return the values of ``_constants.h`` that Python's planner shares with the kernels.
+
+    Returns
+    -------
+    dict
+        ``{"DT_FLOAT32": 0, ...}``: each ``TB_`` name of the header without
+        its prefix (``trilinear_bwd._constants`` holds them as module names).
+    """
+    return {
+        "DT_FLOAT32": TB_DT_FLOAT32, "DT_FLOAT64": TB_DT_FLOAT64,
+        "DT_FLOAT16": TB_DT_FLOAT16, "DT_BFLOAT16": TB_DT_BFLOAT16,
+        "READ_IN_PLACE": TB_READ_IN_PLACE, "READ_FLOAT16": TB_READ_FLOAT16,
+        "READ_BFLOAT16": TB_READ_BFLOAT16, "READ_CONVERT": TB_READ_CONVERT,
+        "GATHER": TB_GATHER, "WINDOW8": TB_WINDOW8, "WINDOW16": TB_WINDOW16,
+        "WINDOW32": TB_WINDOW32, "W_BLOCK": TB_W_BLOCK, "W_SPARE": TB_W_SPARE,
+        "LINE": TB_LINE, "MAX_PLANES_PER_ITEM": TB_MAX_PLANES_PER_ITEM,
+    }

@@ -8,10 +8,10 @@ one (D, H) position holds:
 * channels-first (NCDHW and most strided views): a slice per (n, c) and a row
   of W elements;
 * channels-last (NDHWC, chosen when C is the innermost non-trivial axis of
-  ``grad_out``): a slice per n and a row of W x C elements, C innermost.
+  the source): a slice per n and a row of W x C elements, C innermost.
 
 Either way the D and H passes run along contiguous rows and vectorise; only
-the layout of ``grad_out`` decides the mode, and ``grad_input`` is written
+the layout of the source decides the mode, and the target is written
 through its own strides, whatever they are.
 
 Workspace
@@ -19,17 +19,17 @@ Workspace
 One slot per thread, each region starting on a 64-byte line, in the
 accumulation type (float32, or float64 for float64 data):
 
-* ``acc_d``: rows of grad_out summed over D for the plane in progress: all
+* ``acc_d``: rows of source summed over D for the plane in progress: all
   oH of them in channels-first mode; in channels-last mode, for each plane
   of the item, a ring of the few rows the H pass still needs (``ring``
   rows, see :func:`ring_rows`);
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
   sentinel and 32 spare elements that the W gather reads past its end; one
   row in channels-last mode, where each row is reduced over W at once);
-* ``conv``: two grad_out rows converted to the accumulation type (only for
+* ``conv``: two source rows converted to the accumulation type (only for
   rows that are not unit-stride; unit-stride float16/bfloat16 rows are
   widened inside the D pass's axpy);
-* ``out``: finished grad_input rows before they are rounded and stored
+* ``out``: finished target rows before they are rounded and stored
   (absent when the W pass writes rows in place: unit-stride rows of
   float32/float64, and of float16/bfloat16 channels-first);
 * ``narrow``: that row rounded to float16/bfloat16, when float16/bfloat16
@@ -46,34 +46,42 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _fork
+from ._arrays import is_channels_last
+from ._constants import (
+    DT_BFLOAT16,
+    DT_FLOAT16,
+    DT_FLOAT32,
+    DT_FLOAT64,
+    LINE,
+    MAX_PLANES_PER_ITEM,
+    READ_BFLOAT16,
+    READ_CONVERT,
+    READ_FLOAT16,
+    READ_IN_PLACE,
+    W_SPARE,
+)
 from ._tables import axis_table
 
-LINE = 64
-# How the D pass reads grad_out rows (READ_* in _kernel_helpers.pxd).
-READ_IN_PLACE, READ_FLOAT16, READ_BFLOAT16, READ_CONVERT = 0, 1, 2, 3
-# grad_input of this many bytes or more is written with streaming stores
+# A target of this many bytes or more is written with streaming stores
 # (see _store.h and docs/design.md for the measurement behind the number).
 STREAM_BYTES = 16 * 2**20
 # ... but only float32/float64 rows of a multiple of this many bytes: the
 # vector paths write such rows with streaming stores alone, where other
 # rows end in ordinary stores to lines that streaming stores also write,
-# which cost up to 5x the whole call (docs/design.md, "Streaming stores").
+# which cost a multiple of the whole call (docs/design.md, "Streaming stores").
 STREAM_ROW_BYTES = 32
-# Input planes per channels-last work item (at most MAX_PLANES_PER_ITEM in
-# _kernels.pxi): a pair shares most of its grad_out reads; four balance worse
-# (measurements in docs/performance.md).
-CHANNELS_LAST_PLANES_PER_ITEM = 2
+# Input planes per channels-last work item (the most the kernel handles): a
+# pair shares most of its source reads; four balance worse (measurements in
+# docs/performance.md).
+CHANNELS_LAST_PLANES_PER_ITEM = MAX_PLANES_PER_ITEM
 # Channels-first rows per W pass call (each call sets the W table up once):
-# all of the plane where grad_input is written in place; where it is
+# all of the plane where the target is written in place; where it is
 # streamed, few, since rows written block by block leave one line per row
 # partly written, and more of those than the processor can combine at once
 # cost more than the set-ups saved; where rows go through a buffer (strided
 # rows, or no padded table for 16-bit storage), the buffer's rows.
 W_ROWS_STREAMED = 4
 W_ROWS_BUFFERED = 8
-# Elements after an acc_h row's sentinel that a W window (up to 32 elements
-# from a real source, _w_gather.h's TB_WINDOW32) may read.
-W_SPARE = 32
 
 
 def _round_up(nbytes):
@@ -105,7 +113,7 @@ def streamed(nbytes, row_bytes, itemsize):
     itemsize : int
         Bytes per element: the 16-bit types are never streamed, since their
         rows would go through a rounding buffer and a streaming copy, which
-        measured no faster (bfloat16 7-12% slower) than ordinary stores.
+        measured no faster than ordinary stores (docs/performance.md).
 
     Returns
     -------
@@ -117,7 +125,7 @@ def streamed(nbytes, row_bytes, itemsize):
 def ring_rows(ptr, src):
     """Rows of the D-summed ring that a channels-last plane needs.
 
-    The channels-last kernel sums a grad_out row over D only when the first
+    The channels-last kernel sums a source row over D only when the first
     H row that uses it comes up, and keeps it in slot ``y % ring`` of a ring.
     H row ``r`` uses rows ``src[ptr[r]]`` to ``src[ptr[r+1] - 1]``, and by
     then every row up to the highest any H row so far has used is summed;
@@ -142,16 +150,6 @@ def ring_rows(ptr, src):
     return max(1, int((done - low).max()) + 1)
 
 
-def is_channels_last(arr):
-    """Return True if C is the innermost non-trivial axis of a 5-D array."""
-    n, c = arr.shape[:2]
-    if c <= 1:
-        return False
-    sc = abs(arr.strides[1])
-    spatial = [abs(s) for s, k in zip(arr.strides[2:], arr.shape[2:]) if k > 1]
-    return all(sc < s for s in spatial)
-
-
 def _volume(arr, channels_last):
     s = [st // arr.itemsize for st in arr.strides]
     n, c, d, h, w = arr.shape
@@ -168,11 +166,11 @@ class KernelSpec:
     say what each holds); built once per geometry by :func:`make_plan`.
     """
 
-    dtype_code: int          # 0 float32, 1 float64, 2 float16, 3 bfloat16
-    read_mode: int           # READ_* above: how the D pass reads grad_out rows
-    stream: bool             # grad_input written with streaming stores
-    plane_run: bool          # a grad_out plane is one run of rows
-    out_direct: bool         # the W pass writes grad_input rows in place
+    dtype_code: int          # DT_* (_constants)
+    read_mode: int           # READ_* (_constants): how the D pass reads source rows
+    stream: bool             # target written with streaming stores
+    plane_run: bool          # a source plane is one run of rows
+    out_direct: bool         # the W pass writes target rows in place
     nb2: int                 # slices per batch element (C, or 1 channels-last)
     n_items: int             # work items
     planes_per_item: int     # input planes per channels-last item
@@ -182,8 +180,8 @@ class KernelSpec:
     ih: int
     v: int                   # channels per row element (C channels-last, else 1)
     L: int                   # elements per row (oW * v)
-    gout: tuple              # grad_out strides (see _volume)
-    gin: tuple               # grad_input strides
+    gout: tuple              # source strides (see _volume)
+    gin: tuple               # target strides
     axis_d: dict             # per-axis tables (_tables.axis_table)
     axis_h: dict
     axis_w: dict
@@ -209,7 +207,7 @@ class Plan:
     workspace_size : int
         Bytes of workspace a run needs.
     channels_last : bool
-        The layout mode chosen from ``grad_out``.
+        The layout mode chosen from the source.
     """
 
     spec: KernelSpec
@@ -218,12 +216,12 @@ class Plan:
     channels_last: bool
 
 
-def make_plan(args, n_threads):
-    """Build the plan of a validated call for up to ``n_threads`` threads.
+def make_plan(call, n_threads):
+    """Build the plan of a checked call for up to ``n_threads`` threads.
 
     Parameters
     ----------
-    args : trilinear_bwd._arguments.Arguments
+    call : trilinear_bwd._operator.Call
     n_threads : int
         The team size the caller asked for (>= 1).
 
@@ -231,10 +229,10 @@ def make_plan(args, n_threads):
     -------
     Plan
     """
-    go, gi = args.grad_out, args.grad_input
+    go, gi = call.source, call.target
     n, c, od, oh, ow = go.shape
     _, _, id_, ih, iw = gi.shape
-    acc = args.acc_dtype
+    acc = call.acc_dtype
     channels_last = is_channels_last(go)
     v = c if channels_last else 1
     length = ow * v
@@ -244,31 +242,31 @@ def make_plan(args, n_threads):
     if row[0] != 1 or row[3] != 1:
         read_mode = READ_CONVERT
     else:
-        read_mode = {0: READ_IN_PLACE, 1: READ_IN_PLACE, 2: READ_FLOAT16,
-                     3: READ_BFLOAT16}[args.dtype_code]
+        read_mode = {DT_FLOAT32: READ_IN_PLACE, DT_FLOAT64: READ_IN_PLACE,
+                     DT_FLOAT16: READ_FLOAT16, DT_BFLOAT16: READ_BFLOAT16}[call.dtype_code]
     plane_run = read_mode != READ_CONVERT and (gout[3] == length or oh == 1)
     unit_rows = gin[4][0] == 1 and gin[4][3] == 1
     stream = unit_rows and streamed(gi.nbytes, gin[4][2] * gi.itemsize, gi.itemsize)
     # float32/float64 rows are written in place by the W pass; when streamed,
     # only where it can issue the streaming stores itself: the channels-first
     # gather, and channels-last rows of a multiple of 8 channels (_w_channels.h).
-    out_direct = unit_rows and args.dtype_code in (0, 1) and (not stream or v == 1
+    out_direct = unit_rows and call.dtype_code in (DT_FLOAT32, DT_FLOAT64) and (not stream or v == 1
                                                                or v % 8 == 0)
 
     # The kernel computes the target array (gradInput; the forward's out)
     # from the source (gradOut; self): only the tables say which operator,
     # and, for a block of a larger call, which window of the whole axis.
-    windows = args.window or (None, None, None)
+    windows = call.window or (None, None, None)
     tables = [
-        axis_table(n_in, n_out, args.align_corners, s, acc, sentinel=sentinel,
-                   forward=args.op == "forward", window=window, storage=go.dtype)
+        axis_table(n_in, n_out, call.align_corners, s, acc, sentinel=sentinel,
+                   forward=call.op.forward, window=window, storage=go.dtype)
         for n_in, n_out, s, sentinel, window in zip(
-            args.input_size[2:], args.output_size, args.scales,
+            call.input_size[2:], call.output_size, call.scales,
             (None, None, None if v > 1 else length), windows)
     ]
     # 16-bit channels-first rows are rounded and written in place by the
     # padded gather too (_w_gather.h); the unpadded W pass needs the buffer.
-    out_direct = out_direct or (unit_rows and v == 1 and args.dtype_code in (2, 3)
+    out_direct = out_direct or (unit_rows and v == 1 and call.dtype_code in (DT_FLOAT16, DT_BFLOAT16)
                                 and tables[2]["width"] > 0)
     # Each acc_h row keeps the zero sentinel of the padded W table and 32
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
@@ -302,7 +300,7 @@ def make_plan(args, n_threads):
     n_slots = max(1, min(n_threads, n_items))
     workspace = n_slots * slot + LINE if n_items else 0
     spec = KernelSpec(
-        dtype_code=args.dtype_code, read_mode=read_mode, stream=stream, plane_run=plane_run,
+        dtype_code=call.dtype_code, read_mode=read_mode, stream=stream, plane_run=plane_run,
         out_direct=out_direct, nb2=1 if channels_last else c, n_items=n_items,
         planes_per_item=per_item, oh=oh, ring=ring, id=id_, ih=ih, v=v, L=length,
         gout=gout, gin=gin, axis_d=tables[0], axis_h=tables[1], axis_w=tables[2],
@@ -310,12 +308,6 @@ def make_plan(args, n_threads):
         off_narrow=offsets[4], slot_bytes=slot, w_rows=w_rows,
     )
     return Plan(spec, n_slots, workspace, channels_last)
-
-
-def data_address(arr):
-    """Address of element [0, 0, 0, 0, 0] of ``arr`` (valid for any strides)."""
-    return arr.ctypes.data if arr.size else 0
-
 
 
 # Plans of recent geometries, with the kernel's frozen copy of each: the
@@ -328,29 +320,30 @@ _plans_lock = threading.Lock()
 _fork.renew(globals(), "_plans_lock", threading.Lock)
 
 
-def planned(args, n_threads, kernel_module):
-    """Return ``(plan, kernel_plan)`` for a validated call, from the cache when it can.
+def planned(call, n_threads, kernel_module):
+    """Return ``(plan, kernel_plan)`` for a checked call, from the cache when it can.
 
     Parameters
     ----------
-    args : trilinear_bwd._arguments.Arguments
+    call : trilinear_bwd._operator.Call
     n_threads : int
         The team size the caller asked for (>= 1).
     kernel_module : module
         The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
     """
-    go, gi = args.grad_out, args.grad_input
+    go, gi = call.source, call.target
     # The shapes give the sizes, except for a Dask block (a window of a
     # larger call), whose plan also depends on the whole call's sizes.
-    window = args.window and (args.window, args.input_size)
-    key = (args.op, go.shape, go.strides, go.dtype, gi.shape, gi.strides, args.output_size,
-           args.align_corners, args.scales, window, n_threads, kernel_module)
+    window = call.window and (call.window, call.input_size)
+    key = (call.op.name, go.shape, go.strides, go.dtype, gi.shape, gi.strides,
+           call.output_size, call.align_corners, call.scales, window, n_threads,
+           kernel_module)
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None:
             _plans.move_to_end(key)
             return hit
-    plan = make_plan(args, n_threads)
+    plan = make_plan(call, n_threads)
     hit = (plan, kernel_module.KernelPlan(plan.spec))
     with _plans_lock:
         _plans[key] = hit

@@ -27,10 +27,11 @@ import threading
 import numpy as np
 
 from . import _environ, _fork
+from ._coerce import as_int, invalid
+from ._constants import LINE
 
 POOL_BYTES = 512 * 2**20
 MIN_BYTES = 2**20
-_ALIGN = 64
 
 _lock = threading.Lock()
 _fork.renew(globals(), "_lock", threading.Lock)
@@ -63,7 +64,7 @@ class _Owner:
 
     def __init__(self, raw, shape, typestr, strides):
         self._raw = raw
-        start = -raw.ctypes.data % _ALIGN
+        start = -raw.ctypes.data % LINE
         self.__array_interface__ = {
             "shape": shape, "typestr": typestr, "strides": strides,
             "data": (raw.ctypes.data + start, False), "version": 3,
@@ -105,8 +106,6 @@ def set_limit(nbytes):
         (161002) ``nbytes`` is not an integer, or is negative.
     """
     global _limit
-    from ._arguments import as_int, invalid
-
     nbytes = as_int(nbytes, "nbytes")
     if nbytes < 0:
         raise invalid(f"nbytes must be >= 0, got {nbytes}")
@@ -185,7 +184,7 @@ def empty(shape, dtype, channels_last=False):
         n, c, d, h, w = shape
         return np.empty((n, d, h, w, c), dtype).transpose(0, 4, 1, 2, 3)
     order = (0, 2, 3, 4, 1) if channels_last else (0, 1, 2, 3, 4)
-    size = nbytes + _ALIGN
+    size = nbytes + LINE
     raw = None
     with _lock:
         _file_returned()
@@ -216,15 +215,6 @@ def empty(shape, dtype, channels_last=False):
     plain = dtype if dtype.kind == "f" and dtype.name != "bfloat16" else np.dtype(np.uint16)
     arr = np.asarray(_Owner(raw, tuple(shape), plain.str, tuple(strides)))
     return arr if plain == dtype else arr.view(dtype)
-
-
-def as_tensor(arr):
-    """A torch tensor sharing ``arr``'s memory (bfloat16 included), keeping it alive."""
-    import torch
-
-    if arr.dtype.name == "bfloat16":
-        return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(arr)
 
 
 def clear():

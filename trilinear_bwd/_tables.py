@@ -1,4 +1,4 @@
-"""Per-axis source indices and weights, computed once in float64 (spec, "Precision").
+"""Per-axis source indices and weights, computed once in float64 (docs/numerics.md).
 
 Everything here is O(n) NumPy per axis: no Python loop runs per point, so
 planning an axis of 2**20 points costs milliseconds (docs/performance.md,
@@ -13,9 +13,9 @@ import threading
 import numpy as np
 
 from . import _fork
-
-# How the vector W pass reads one (block, k) of the padded table (_w_gather.h).
-GATHER, WINDOW8, WINDOW16, WINDOW32 = 0, 1, 2, 3
+# How the vector W pass reads one (block, k) of the padded table, and its
+# block of points (_constants.h, _w_gather.h).
+from ._constants import GATHER, W_BLOCK, WINDOW8, WINDOW16, WINDOW32
 
 # Storage types whose forward weights PyTorch rounds to the storage type
 # (see pytorch_coefficients).
@@ -560,27 +560,27 @@ def _padded_table(ptr, src, weight, sentinel):
     weight = np.ascontiguousarray(weight)
     width = int(counts.max()) if n_targets else 0
     table = {"ptr": ptr, "src": src, "weight": weight}
-    blocks = -(-n_targets // 8)
-    if sentinel is None or blocks * 8 * width > PADDED_LIMIT * (n_terms + blocks * 8):
+    blocks = -(-n_targets // W_BLOCK)
+    if sentinel is None or blocks * W_BLOCK * width > PADDED_LIMIT * (n_terms + blocks * W_BLOCK):
         width = 0
-    padded_src = np.full((blocks * 8, width), sentinel or 0, dtype=np.int32)
-    padded_weight = np.zeros((blocks * 8, width), dtype=dtype)
-    real = np.zeros((blocks * 8, width), dtype=bool)
+    padded_src = np.full((blocks * W_BLOCK, width), sentinel or 0, dtype=np.int32)
+    padded_weight = np.zeros((blocks * W_BLOCK, width), dtype=dtype)
+    real = np.zeros((blocks * W_BLOCK, width), dtype=bool)
     if width:
         slot = np.arange(n_terms) - np.repeat(ptr[:-1], counts)
         padded_src[target, slot] = src
         padded_weight[target, slot] = weight
         real[target, slot] = True
-    # Where a block's 8 real sources for one k lie within 8, 16 or 32
+    # Where a block's W_BLOCK real sources for one k lie within 8, 16 or 32
     # consecutive elements, the vector paths read them as a window instead of
     # a gather (_w_gather.h); where all of a block's sources (every k) lie
     # within 8, one window read serves the whole block (block_window >= 0).
-    # Reduced over the 8 points of a block in the (block, point, k) layout
+    # Reduced over the W_BLOCK points of a block in the (block, point, k) layout
     # the arrays were filled in, then stored k-major inside a block (the
     # layout _w_gather.h reads).
     big = np.iinfo(np.int32).max
-    by_point = padded_src.reshape(blocks, 8, width)
-    real = real.reshape(blocks, 8, width)
+    by_point = padded_src.reshape(blocks, W_BLOCK, width)
+    real = real.reshape(blocks, W_BLOCK, width)
     low_src = np.where(real, by_point, big)
     high_src = np.where(real, by_point, -1)
     lowest = low_src.min(axis=1)
@@ -599,7 +599,7 @@ def _padded_table(ptr, src, weight, sentinel):
     padded_rel = np.where(real, by_point - lowest[:, None, :], -1).astype(np.int32)
 
     def k_major(values):
-        return np.ascontiguousarray(values.reshape(blocks, 8, width).transpose(0, 2, 1)).ravel()
+        return np.ascontiguousarray(values.reshape(blocks, W_BLOCK, width).transpose(0, 2, 1)).ravel()
 
     padded_src = k_major(padded_src)
     padded_weight = k_major(padded_weight)

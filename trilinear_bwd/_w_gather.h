@@ -39,6 +39,7 @@
 
 #include <stdint.h>
 
+#include "_constants.h"
 #include "_portable.h"
 #include "_convert.h"
 #include "_simd.h"
@@ -47,8 +48,11 @@
 #include <immintrin.h>
 #endif
 
-/* The modes (mirrored by _tables.py). */
-enum { TB_GATHER = 0, TB_WINDOW8 = 1, TB_WINDOW16 = 2, TB_WINDOW32 = 3 };
+/* The modes (TB_GATHER, TB_WINDOW8/16/32) and the block of TB_W_BLOCK points
+ * come from _constants.h; the vector code below is written for blocks of 8. */
+#if TB_W_BLOCK != 8
+#error "_w_gather.h handles blocks of exactly 8 output points"
+#endif
 
 /* What the output rows hold. */
 enum { TB_OUT_F32 = 0, TB_OUT_F16 = 1, TB_OUT_BF16 = 2 };

@@ -46,7 +46,8 @@ from ._status import (
     InvalidArgumentError,
     NullArgumentError,
 )
-from ._arguments import BACKWARD, CANN_RULES, FORWARD, as_int, validate, validate_forward
+from ._coerce import as_int
+from ._operator import BACKWARD, CANN_RULES, FORWARD, check
 from ._stream import Stream
 
 __all__ = [
@@ -117,17 +118,17 @@ def aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(gradOut, outputSize, inputS
     executor : Executor or None
         None on error.
     """
-    return _phase_one(validate, gradOut, outputSize, inputSize, alignCorners,
-                      scalesD, scalesH, scalesW, gradInput)
+    return _phase_one(BACKWARD, gradOut, gradInput, outputSize, inputSize, alignCorners,
+                      (scalesD, scalesH, scalesW))
 
 
-def _phase_one(check, *arguments):
-    """Phase one under CANN's rules, ``check`` being the operator's validation.
+def _phase_one(op, *arguments):
+    """Phase one of ``op`` under CANN's rules (``_operator.check``'s arguments).
 
     Returns ``(status, workspace size, executor)``: ``(status, 0, None)`` on error.
     """
     status, executor = _call(
-        lambda: _executor.Executor(check(*arguments, rules=CANN_RULES), None))
+        lambda: _executor.Executor(check(op, *arguments, rules=CANN_RULES), None))
     if status != ACLNN_SUCCESS:
         return status, 0, None
     return status, executor.workspace_size, executor
@@ -159,8 +160,8 @@ def aclnnUpsampleTrilinear3dGetWorkspaceSize(self, outputSize, alignCorners, sca
     workspaceSize : int
     executor : Executor or None
     """
-    return _phase_one(validate_forward, self, outputSize, alignCorners, scalesD, scalesH,
-                      scalesW, out)
+    return _phase_one(FORWARD, self, out, outputSize, None, alignCorners,
+                      (scalesD, scalesH, scalesW))
 
 
 def aclnnUpsampleTrilinear3d(workspace, workspaceSize, executor, stream):
@@ -176,8 +177,8 @@ def aclnnUpsampleTrilinear3d(workspace, workspaceSize, executor, stream):
 
 def _execute_op(op, workspace, workspace_size, executor, stream):
     """Phase two of ``op``: an executor of the other operator is a misuse (361001)."""
-    if isinstance(executor, _executor.Executor) and executor.op != op:
-        other = "aclnnUpsampleTrilinear3d" if op == BACKWARD else \
+    if isinstance(executor, _executor.Executor) and executor.op != op.name:
+        other = "aclnnUpsampleTrilinear3d" if op is BACKWARD else \
             "aclnnUpsampleTrilinear3dBackward"
         raise ExecutionError(f"executor was planned for the {executor.op} operator: "
                              f"run it with {other}")

@@ -12,7 +12,7 @@ chunking: a task computes result block ``r`` -- a range of target points on
 each axis -- from the *window* of the source array that those points read
 (per axis, the source points of their terms: ``_tables.source_range``),
 assembled from the source chunks that overlap it.  The kernel's windowed
-entry (``_arguments.window_arguments``) runs the whole call's per-axis tables
+entry (``_operator.check_window``) runs the whole call's per-axis tables
 restricted to the block, with the whole axis's weights, so each result
 element is the same sum, in the same order, as in the in-memory call: the
 result is bitwise equal to it, for any chunking, on every scheduler.
@@ -33,24 +33,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from . import _pool
-from ._api import _size_from_scales
+from . import _pool, _tables
+from ._arguments import forward_sizes, one_call_sizes, resolve_num_threads
+from ._arrays import is_misaligned
+from ._coerce import invalid
 from ._executor import run_once
+from ._operator import BACKWARD, FORWARD, check, check_limits, check_window
 from ._status import NullArgumentError
-from . import _tables
-from ._arguments import (
-    _check_limits,
-    _int_list,
-    as_sequence,
-    element_name,
-    invalid,
-    is_misaligned,
-    one_call_sizes,
-    resolve_num_threads,
-    validate,
-    validate_forward,
-    window_arguments,
-)
 
 __all__ = ["upsample_trilinear3d", "upsample_trilinear3d_backward"]
 
@@ -188,25 +177,20 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
     grad_out = _checked_dask_array(grad_out, "gradOut", "upsample_trilinear3d_backward")
     input_size, output_size, scales, first = one_call_sizes(
         tuple(grad_out.shape), input_size, output_size, scales)
-    input_size = _int_list(input_size, "inputSize", 5, first)
     resolve_num_threads(num_threads)
+    call = check(BACKWARD, _stand_in(grad_out), None, output_size, input_size, align_corners,
+                 scales, allocate=True, input_first=first, batch_limits=False)
+    return grad_out, call
 
-    for k, axis in enumerate("NC"):
-        name = element_name("inputSize", k, first)
-        if input_size[k] < 0:
-            raise invalid(f"{name} must be >= 0, got {input_size[k]}")
-        if grad_out.shape[k] != input_size[k]:
-            raise invalid(f"gradOut {axis} must equal {name} = {input_size[k]}, "
-                          f"got {grad_out.shape[k]}")
-    # Everything else, on a stand-in that holds no memory: with N = C = 0 the
-    # checks are those of the whole problem minus the batch-size limits,
-    # which belong to one kernel call (checked per block below), not to a
-    # batch spread over a cluster.
-    spatial = tuple(grad_out.shape[2:])
-    stand_in = np.broadcast_to(np.zeros((), dtype=grad_out.dtype), (0, 0) + spatial)
-    args = validate(stand_in, output_size, (0, 0) + input_size[2:], align_corners, *scales,
-                    None, allocate=True, input_first=first)
-    return grad_out, args
+
+def _stand_in(arr):
+    """A NumPy array of ``arr``'s shape and dtype that holds no memory, for the contract's check.
+
+    The whole call is checked on it, except for the batch-size limits
+    (``batch_limits=False``), which belong to one kernel call (checked per
+    block, :func:`_windowed`), not to a batch spread over a cluster.
+    """
+    return np.broadcast_to(np.zeros((), dtype=arr.dtype), tuple(arr.shape))
 
 
 def _checked_dask_array(arr, name, one_call):
@@ -238,16 +222,10 @@ def _check_forward_arguments(x, output_size, align_corners, scales, num_threads)
     """The forward's checks at graph construction; ``(x, whole)`` as for the backward."""
     x = _checked_dask_array(x, "self", "upsample_trilinear3d")
     resolve_num_threads(num_threads)
-    scales = as_sequence((0.0, 0.0, 0.0) if scales is None else scales, "scales", "3 floats")
-    if len(scales) != 3:
-        raise invalid(f"scales must have exactly 3 elements (D, H, W), got {len(scales)}")
-    if output_size is None:
-        output_size = _size_from_scales(x.shape, scales)
-    # N = 0 keeps the stand-in empty; C is checked as given (it must be > 0).
-    stand_in = np.broadcast_to(np.zeros((), dtype=x.dtype), (0,) + tuple(x.shape[1:]))
-    args = validate_forward(stand_in, output_size, align_corners, *scales, None,
-                            allocate=True)
-    return x, args
+    output_size, scales = forward_sizes(x.shape, output_size, scales)
+    call = check(FORWARD, _stand_in(x), None, output_size, None, align_corners, scales,
+                 allocate=True, batch_limits=False)
+    return x, call
 
 
 def _acc_dtype(dtype):
@@ -313,8 +291,8 @@ def _window_block(blocks, placements, window_shape, whole, window, num_threads, 
     cache, so that planning the block cuts its tables from them instead of
     rebuilding the axes.  ``block_keys`` name the source chunks, for errors.
     """
-    read = whole.names[0]
-    expected = whole.grad_out.dtype
+    read = whole.op.source
+    expected = whole.source.dtype
     blocks = [np.asarray(b) for b in blocks]
     # One rule for every block, wherever it falls in the window: a chunk
     # whose dtype is not the array's is refused, as the in-memory call
@@ -341,7 +319,7 @@ def _window_block(blocks, placements, window_shape, whole, window, num_threads, 
     # then stops paying the page faults of fresh memory.
     out = _pool.empty(window_shape[:2] + tuple(t1 - t0 for t0, t1, _ in window),
                       source.dtype, False)
-    run_once(window_arguments(whole, source, window, out), num_threads)
+    run_once(check_window(whole, source, window, out), num_threads)
     return out
 
 
@@ -353,13 +331,13 @@ def _dtype_name(dtype):
 def _windowed(source, whole, num_threads, name):
     """The graph: one :func:`_window_block` task per result block."""
     acc = _acc_dtype(source.dtype)
-    forward = whole.op == "forward"
+    forward = whole.op.forward
     # The limits of one kernel call that the batch chunks alone break, before
     # any table is built: each block has at least one point per spatial
     # axis, and the limits only grow with the points (the whole call's
     # spatial sizes were checked by _check_arguments).
     n, c = (max(ch, default=0) for ch in source.chunks[:2])
-    _check_limits((n, c, 1, 1, 1), (n, c, 1, 1, 1), whole.op)
+    check_limits(whole.op, (n, c, 1, 1, 1), (n, c, 1, 1, 1))
     # Each axis's terms, built once here (O(n) NumPy): every chunk's source
     # window comes from them, and they go into the graph as one node per
     # axis, which every task of the graph reads its tables from.
@@ -370,8 +348,8 @@ def _windowed(source, whole, num_threads, name):
     axes = [_WindowAxis(t, source.chunks[2 + k]) for k, t in enumerate(terms)]
     # The size limits of one kernel call, for the largest block, now rather
     # than in a task.
-    _check_limits((n, c) + tuple(max(a.extents) for a in axes),
-                  (n, c) + tuple(max(a.chunks) for a in axes), whole.op)
+    check_limits(whole.op, (n, c) + tuple(max(a.extents) for a in axes),
+                 (n, c) + tuple(max(a.chunks) for a in axes))
     n_chunks, c_chunks = source.chunks[:2]
     terms_keys = [(name + "-terms", k) for k in range(3)]
     dsk = dict(zip(terms_keys, terms))

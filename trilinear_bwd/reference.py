@@ -1,6 +1,6 @@
 """A slow, plain-NumPy reference of the operator, in float64.
 
-Written straight from the contract (``spec/operator.md``) and independent of
+Written straight from the contract (``docs/operator.md``) and independent of
 the fast path: the coordinate formula is transcribed per output point, and the
 backward scatters every output voxel onto its 8 input voxels with the product
 of the three weights -- the formula applied directly, not separably.  Used by

@@ -45,11 +45,14 @@ import torch
 import torch.nn.functional as F
 
 from . import _dispatch, _fork, _openmp_helpers, _torch_pool
-from ._api import new_tensor, run_checked, tensor_view
-from ._arguments import MAX_DIM, as_array, as_real, is_misaligned, validate, validate_forward
-from ._executor import _default_cap, _default_team, _fork_safe_threads, alloc_workspace
-from ._plan import data_address, planned
+from ._api import run_checked
+from ._arrays import as_array, is_misaligned
+from ._coerce import as_scale
+from ._executor import _fork_safe_threads, moved_bytes, scratch_workspace, team_size
+from ._operator import BACKWARD, FORWARD, MAX_DIM, check
+from ._plan import planned
 from ._status import InvalidArgumentError, NullArgumentError
+from ._torch_arrays import new_tensor, tensor_view
 
 __all__ = [
     "call_counts",
@@ -87,9 +90,8 @@ def _memory_format(grad_output):
 
 def _scales(scales_d, scales_h, scales_w):
     # aten's None ("not given") is this library's 0.0.
-    return tuple(0.0 if s is None else as_real(s, name)
-                 for s, name in ((scales_d, "scalesD"), (scales_h, "scalesH"),
-                                 (scales_w, "scalesW")))
+    return tuple(as_scale(s, name) for s, name in ((scales_d, "scalesD"), (scales_h, "scalesH"),
+                                                   (scales_w, "scalesW")))
 
 
 def _run(grad_output, output_size, input_size, align_corners, scales, memory_format,
@@ -106,14 +108,13 @@ def _run(grad_output, output_size, input_size, align_corners, scales, memory_for
     misaligned = is_misaligned(source)
     key = _faithful(key, source, grad_output, misaligned)
     try:
-        args = validate(source, output_size, input_size, align_corners, *scales, None,
-                        allocate=True, misaligned_ok=misaligned)
+        call = check(BACKWARD, source, None, output_size, input_size, align_corners, scales,
+                     allocate=True, misaligned_ok=misaligned)
     except (InvalidArgumentError, NullArgumentError):
         if key is not None:
             _remember(key, _REFUSED)
         raise
-    return _run_into(args, grad_output.dtype, args.input_size, memory_format, misaligned,
-                     num_threads, key)
+    return _run_into(call, grad_output.dtype, memory_format, misaligned, num_threads, key)
 
 
 def _faithful(key, source, tensor, misaligned):
@@ -134,16 +135,17 @@ def _faithful(key, source, tensor, misaligned):
     return key
 
 
-def _run_into(args, dtype, shape, memory_format, misaligned, num_threads, key=None):
+def _run_into(call, dtype, memory_format, misaligned, num_threads, key=None):
     # PyTorch's allocator, not the library's pool: a tensor handed to PyTorch
     # code must be resizable like any it allocated (resize_, out= of
     # another shape), which memory from torch.from_numpy is not.
-    result = new_tensor(torch, shape, dtype, memory_format, args.names[1])
-    object.__setattr__(args, "grad_input", tensor_view(torch, result))
-    run_checked(args, misaligned, num_threads)
+    shape = call.op.shapes(call.input_size, call.output_size)[1]
+    result = new_tensor(shape, dtype, memory_format, call.op.target)
+    call = call.replace(target=tensor_view(result))
+    run_checked(call, misaligned, num_threads)
     if key is not None:
         # key ends with the team size asked for and the kernel variant.
-        _remember(key, _Geometry(args, result, key[-2], key[-1]))
+        _remember(key, _Geometry(call, result, key[-2], key[-1]))
     return result
 
 
@@ -261,14 +263,13 @@ def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=No
     misaligned = is_misaligned(source)
     key = _faithful(key, source, x, misaligned)
     try:
-        args = validate_forward(source, output_size, align_corners, *scales, None,
-                                allocate=True, misaligned_ok=misaligned)
+        call = check(FORWARD, source, None, output_size, None, align_corners, scales,
+                     allocate=True, misaligned_ok=misaligned)
     except (InvalidArgumentError, NullArgumentError):
         if key is not None:
             _remember(key, _REFUSED)
         raise
-    return _run_into(args, x.dtype, args.input_size[:2] + args.output_size,
-                     _memory_format(x), misaligned, num_threads, key)
+    return _run_into(call, x.dtype, _memory_format(x), misaligned, num_threads, key)
 
 
 @torch.library.custom_op("trilinear_bwd::upsample_trilinear3d", mutates_args=())
@@ -658,13 +659,15 @@ class _Geometry:
     __slots__ = ("shape", "strides", "dtype", "itemsize", "plan", "kernel", "threads",
                  "workspace_size")
 
-    def __init__(self, args, result, requested, kernel_module):
+    def __init__(self, call, result, requested, kernel_module):
         self.shape = tuple(result.shape)
         self.strides = result.stride()
         self.dtype = result.dtype
         self.itemsize = result.element_size()
-        self.plan, self.kernel = planned(args, requested, kernel_module)
-        self.threads = _default_team(self.plan.n_slots, _default_cap(args), requested)
+        self.plan, self.kernel = planned(call, requested, kernel_module)
+        # The key holds OpenMP's default team at the time (the calls under
+        # enable() pass no thread count), so the team is fixed with it.
+        self.threads = team_size(self.plan.n_slots, moved_bytes(call), requested, True)
         self.workspace_size = self.plan.workspace_size
 
 
@@ -672,27 +675,6 @@ def _remember(key, value):
     if len(_geometries) >= GEOMETRY_CACHE_SIZE:
         _geometries.clear()       # a new working set: rebuilt call by call
     _geometries[key] = value
-
-
-# Each thread's scratch workspace for the fast path (a few rows per thread).
-class _Scratch(threading.local):
-    size = -1
-    buffer = None
-    address = 0
-
-
-_scratch = _Scratch()
-_fork.renew(globals(), "_scratch", _Scratch)
-
-
-def _workspace(size):
-    if size <= 0:
-        return 0
-    if _scratch.size < size:
-        _scratch.buffer = alloc_workspace(size)
-        _scratch.address = data_address(_scratch.buffer)
-        _scratch.size = size
-    return _scratch.address
 
 
 def _run_geometry(geometry, source):
@@ -712,8 +694,9 @@ def _run_geometry(geometry, source):
     target = result.data_ptr()
     if result.stride() != geometry.strides or target % geometry.itemsize:
         return None
-    geometry.kernel.run(address, target, _workspace(geometry.workspace_size),
-                        _fork_safe_threads(geometry.threads))
+    buf, workspace = scratch_workspace(geometry.workspace_size)
+    geometry.kernel.run(address, target, workspace, _fork_safe_threads(geometry.threads))
+    del buf   # held until the kernel returned
     return result
 
 
