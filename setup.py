@@ -115,6 +115,13 @@ AVX512_FLAGS_MSVC = ["/arch:AVX512"]
 class BuildExt(build_ext):
     """Add OpenMP, optimisation and ISA flags once the compiler is known."""
 
+    def finalize_options(self):
+        # The extensions (three kernel variants and the helpers) compile
+        # independently: one per core unless ``-j`` says otherwise.
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
     def build_extensions(self):
         msvc = self.compiler.compiler_type == "msvc"
         omp = _openmp_flags(self.compiler)
@@ -197,6 +204,9 @@ setup(
     ext_modules=cythonize(
         _extensions(),
         compiler_directives=directives,
+        # Parallel cythonizing forks worker processes: only where fork is
+        # the start method (under spawn, each would run this script again).
+        nthreads=(os.cpu_count() or 1) if sys.platform.startswith("linux") else 0,
     ),
     cmdclass={"build_ext": BuildExt},
 )

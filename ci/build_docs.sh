@@ -3,7 +3,8 @@
 #
 # The package and its `docs` extra go into a throw-away virtual environment,
 # so the API reference is generated from the installed package, exactly as a
-# user gets it, and the build needs only python3, a C compiler and PyPI.
+# user gets it (the wheel of wheelhouse/ when ci/build_wheels.sh left one for
+# this interpreter), and the build needs only python3, a C compiler and PyPI.
 # Runnable from any directory, and again.
 #
 # Output: docs/_build/html (index.html is the start page).
@@ -19,7 +20,18 @@ echo "-- venv with trilinear_bwd[docs] in $venv"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet "$repo[docs]"
+# The wheel ci/build_wheels.sh made for this interpreter when there is one
+# (what users install, and no second compile), else the checkout.
+tag="$("$venv/bin/python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+shopt -s nullglob
+wheels=("$repo"/wheelhouse/trilinear_bwd-*-"$tag"-"$tag"-*"$(uname -m)".whl)
+shopt -u nullglob
+if [ ${#wheels[@]} -eq 1 ]; then
+    echo "-- from the wheel $(basename "${wheels[0]}")"
+    "$venv/bin/python" -m pip install --quiet "${wheels[0]}[docs]"
+else
+    "$venv/bin/python" -m pip install --quiet "$repo[docs]"
+fi
 
 # Run from the docs folder with the sphinx-build script, whose sys.path does
 # not hold the current directory: the package comes from the venv, never from

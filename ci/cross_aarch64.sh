@@ -22,9 +22,8 @@
 # working tree.  Runnable from any directory, and again; everything it makes
 # outside wheelhouse/ lives in a temporary directory that it removes.
 #
-# Environment: TRILINEAR_BWD_QEMU_SKIP (words; default test_leaks.py
-# test_dask.py test_fuzz.py, see step 6) names the test files left out under
-# emulation; set it empty to run the whole suite.
+# Environment: TRILINEAR_BWD_QEMU_TESTS (words; see step 6) names the test
+# files run under emulation; "all" runs the whole suite.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -219,29 +218,28 @@ PY
 step "the main job under QEMU: python -m trilinear_bwd"
 "$venv/bin/python" -m trilinear_bwd
 
-# Left out under emulation by default (TRILINEAR_BWD_QEMU_SKIP="" runs them):
-#  test_leaks.py  measures the process's RSS, which under QEMU includes the
-#                 emulator's own memory: it keeps ~280 KiB for every thread
-#                 that ever ran (2,000 plain Python thread start/joins grow
-#                 it by ~550 MB, no trilinear_bwd involved), so the stream
-#                 test, which starts a thread per stream, fails there;
-#  test_dask.py   the Dask layer (Python above the kernels, the same on every
-#                 architecture) and argument-validation fuzzing: together
-#  test_fuzz.py   well over half of the suite's emulated time;
-#  test_fork.py, test_environment.py, test_golden.py
-#                 Python above the kernels too (fork safety, the environment
-#                 variables, each in dozens of fresh interpreters, and the
-#                 golden workbench's case generation): the same on every
-#                 architecture, and minutes of emulated interpreter start-up
-#                 and fork-under-threads timing that QEMU's user mode makes
-#                 meaningless (the fork tests' alarms measure a deadlock).
-read -r -a skip <<< "${TRILINEAR_BWD_QEMU_SKIP-test_leaks.py test_dask.py test_fuzz.py test_fork.py test_environment.py test_golden.py}"
-step "tests under QEMU: tests/ less ${skip[*]:-nothing} (timings mean nothing here)"
+# Run under emulation: the tests of what an architecture can get wrong --
+# the kernel's arithmetic and bits (kernel, forward, conversions, tables,
+# zero patterns, properties), the contract's checks and the lifecycle, the
+# CLI and the installed package -- and not the Python above the kernels
+# (Dask, fork safety, environment variables, the golden workbench, the
+# torch front end: PyTorch has no local aarch64 wheel here), which is the
+# same on every architecture and runs natively in the other steps.  Under
+# QEMU's user mode an interpreter start-up costs seconds and RSS includes
+# the emulator's own memory, so those tests would spend most of CI's time
+# here measuring QEMU.  TRILINEAR_BWD_QEMU_TESTS (words) overrides the list;
+# "all" runs the whole suite.
+read -r -a qemu_tests <<< "${TRILINEAR_BWD_QEMU_TESTS-test_kernel.py test_forward.py test_convert.py test_tables.py test_zero_pattern.py test_properties.py test_validation.py test_lifecycle.py test_aliasing.py test_cli_and_import.py test_constants.py test_operator.py test_reference.py}"
+if [ "${qemu_tests[*]}" = all ]; then
+    paths=("$repo/tests")
+else
+    paths=("${qemu_tests[@]/#/$repo/tests/}")
+fi
+step "tests under QEMU: ${qemu_tests[*]} (timings mean nothing here)"
 # The digest test runs on its own below, case by case in the log.
-args=(--ignore="$repo/tests/test_digests.py")
-for t in "${skip[@]}"; do args+=(--ignore="$repo/tests/$t"); done
 TRILINEAR_BWD_EXPECT_INSTALLED_IN="$venv" \
-    "$venv/bin/python" -m pytest "$repo/tests" "${args[@]}" -p no:cacheprovider -q
+    "$venv/bin/python" -m pytest "${paths[@]}" --ignore="$repo/tests/test_digests.py" \
+    -p no:cacheprovider -q
 step "digest table reproduced on aarch64 (tests/test_digests.py, verbose)"
 "$venv/bin/python" -m pytest "$repo/tests/test_digests.py" -p no:cacheprovider -q -rA \
     | grep -E "^(PASSED|FAILED|ERROR)|passed|failed"

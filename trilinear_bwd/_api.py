@@ -1,5 +1,7 @@
 """The one-call entry points: the backward and the forward."""
 
+import numpy as np
+
 from . import _pool
 from ._arguments import forward_sizes, one_call_sizes
 from ._arrays import as_array, is_channels_last, is_misaligned, kind_of
@@ -169,7 +171,7 @@ def _run(call, given, misaligned, out, num_threads):
     # The layout is decided from the caller's array, never from the aligned
     # copy below (which would be C order for any source).
     channels_last = is_channels_last(call.source)
-    kind = kind_of(given)
+    kind = None if isinstance(given, np.ndarray) else kind_of(given)
     if kind is not None:
         # The caller's kind of array back (a torch tensor from PyTorch's
         # own allocator: resizable, like every tensor PyTorch returns).

@@ -22,6 +22,8 @@ import numpy as np
 
 from . import _fork
 from ._coerce import invalid
+# The address of element [0, ..., 0] of an ndarray (0 if empty), compiled.
+from ._openmp_helpers import data_address  # noqa: F401 - part of this module's interface
 
 # Storage dtype -> (kernel dtype code, accumulation dtype).  bfloat16 comes
 # from ml_dtypes and is recognised by name so that importing this package does
@@ -68,8 +70,10 @@ def kind_of(obj):
     """The registered kind that handles ``obj``, or None for NumPy, DLPack and buffers."""
     for package, module in FOREIGN.items():
         if package not in _loaded and package in sys.modules:
-            _loaded.add(package)
+            # Marked loaded only once its kind is registered: a thread that
+            # comes here meanwhile imports it too (importlib makes it wait).
             _fork.import_module(module)
+            _loaded.add(package)
     for base, kind in _kinds:
         if isinstance(obj, base):
             return kind
@@ -82,7 +86,7 @@ def imported(obj, name, written=False):
         return obj, None
     kind = kind_of(obj)
     if kind is None:
-        return as_array(obj, name, written), None
+        return _as_plain_array(obj, name, written), None
     binding = kind.binding(obj, name)
     return kind.view(obj, name, written), binding
 
@@ -124,6 +128,11 @@ def as_array(obj, name, written=False):
     kind = kind_of(obj)
     if kind is not None:
         return kind.view(obj, name, written)
+    return _as_plain_array(obj, name, written)
+
+
+def _as_plain_array(obj, name, written):
+    """:func:`as_array` of an object of no registered kind: DLPack, buffers, array-likes."""
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         try:
             device_type = int(obj.__dlpack_device__()[0])
@@ -223,11 +232,6 @@ def has_internal_overlap(arr):
             return True
         extent = stride * (n - 1) + extent
     return False
-
-
-def data_address(arr):
-    """Address of element [0, 0, 0, 0, 0] of ``arr`` (valid for any strides)."""
-    return arr.ctypes.data if arr.size else 0
 
 
 def is_channels_last(arr):

@@ -94,6 +94,9 @@ class Executor:
         self._workspace_size = self._plan.workspace_size
         self._n_slots = self._plan.n_slots
         self._nbytes = moved_bytes(call)     # the same after update_arrays
+        # A fixed team is chosen once; the default one at each run.
+        self._threads = team_size(self._n_slots, self._nbytes, self._requested, False)
+        self._addresses = call.addresses()
         # Two locks, so that nothing waits on a run but another run:
         # ``_lock`` guards the state and is held only for a moment (claim,
         # update, destroy), never across a kernel; ``_busy`` is held for the
@@ -150,7 +153,9 @@ class Executor:
     @property
     def num_threads(self):
         """The team size a run will use now."""
-        return team_size(self._n_slots, self._nbytes, self._requested, self._follow_default)
+        if not self._follow_default:
+            return self._threads
+        return team_size(self._n_slots, self._nbytes, self._requested, True)
 
     @property
     def last_num_threads(self):
@@ -223,6 +228,7 @@ class Executor:
                 )
             call = rebind(self._call, grad_out, grad_input)
             self._call, self._held = call, _memory.bound(call)
+            self._addresses = call.addresses()
 
     def destroy(self):
         """Release the executor (``aclDestroyAclOpExecutor``); later runs get 361001.
@@ -368,19 +374,20 @@ def team_size(n_slots, nbytes, requested, follow_default):
     return max(1, min(_openmp_helpers.effective_n_threads(None), n_slots, cap))
 
 
-def run_kernel(kernel, call, workspace, threads, checks=()):
+def run_kernel(kernel, call, workspace, threads, checks=(), addresses=None):
     """Run ``kernel`` on ``call`` with ``workspace`` (an address); return the team that ran.
 
     Checks first that the bound arrays of a registered kind (torch tensors)
     still use the memory they were bound with, and each of ``checks``
-    (``_memory.bound``); marks the target written afterwards.
+    (``_memory.bound``); marks the target written afterwards.  ``addresses``
+    are ``call.addresses()`` when the caller keeps them (an executor).
     """
     global _team_started
     for binding in call.bindings:
         binding.check()
     for memory in checks:
         memory.check()
-    source, target = call.addresses()
+    source, target = call.addresses() if addresses is None else addresses
     team = kernel.run(source, target, workspace, _fork_safe_threads(threads))
     _team_started = _team_started or team > 1
     if call.bindings:
@@ -431,13 +438,14 @@ def run_once(call, num_threads):
 class _Job:
     """One claimed run of an executor: its arrays, kernel and workspace, fixed at launch."""
 
-    __slots__ = ("_executor", "_kernel", "_call", "_workspace", "_address", "_threads",
-                 "_held", "_checks")
+    __slots__ = ("_executor", "_kernel", "_call", "_addresses", "_workspace", "_address",
+                 "_threads", "_held", "_checks")
 
     def __init__(self, executor, workspace, address, threads, keep, queued):
         self._executor = executor
         self._kernel = executor._kernel
         self._call = executor._call
+        self._addresses = executor._addresses
         self._workspace = workspace      # kept alive until the run
         self._address = address
         self._threads = threads
@@ -452,7 +460,7 @@ class _Job:
     def run(self):
         """Check the memory is still there, run the kernel, then mark a torch ``gradInput`` as written."""
         self._executor._last_team = run_kernel(self._kernel, self._call, self._address,
-                                               self._threads, self._checks)
+                                               self._threads, self._checks, self._addresses)
 
     def __call__(self):
         # On a stream's worker: wait for a run of the same executor in

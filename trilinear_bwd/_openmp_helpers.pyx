@@ -1,4 +1,6 @@
-"""Thread-count resolution and build facts, shared by every kernel variant."""
+"""The always-built helpers: thread-count resolution, build facts, the shared constants, addresses."""
+
+cimport numpy as cnp
 
 from trilinear_bwd._openmp cimport (
     TB_OPENMP_ENABLED,
@@ -181,3 +183,19 @@ def constants():
         "WINDOW32": TB_WINDOW32, "W_BLOCK": TB_W_BLOCK, "W_SPARE": TB_W_SPARE,
         "LINE": TB_LINE, "MAX_PLANES_PER_ITEM": TB_MAX_PLANES_PER_ITEM,
     }
+
+
+cnp.import_array()
+
+
+def data_address(cnp.ndarray arr):
+    """Return the address of element [0, ..., 0] of ``arr`` (0 for an empty array).
+
+    Valid for any strides (negative ones included: NumPy's data pointer is
+    that element).  Read from the array struct; ``arr.ctypes.data`` builds a
+    ctypes object for the same number, many times slower, and every call
+    asks twice.
+    """
+    if cnp.PyArray_SIZE(arr) == 0:
+        return 0
+    return <size_t> cnp.PyArray_DATA(arr)

@@ -18,6 +18,7 @@ the element the caller passed and the rule broken, and show the offending
 value.
 """
 
+import collections
 import functools
 import math
 from dataclasses import dataclass
@@ -121,12 +122,18 @@ def _operator_named(name):
     return OPERATORS[name]
 
 
-class Call:
-    """A call that passed every check of :func:`check`: immutable.
+_CallFields = collections.namedtuple(
+    "_CallFields", ["op", "source", "target", "output_size", "input_size", "align_corners",
+                    "scales", "bindings", "rules", "window"])
 
-    Equality is identity (two calls never compare their arrays).  A front
-    end that allocates the target after the check, or copies a misaligned
-    source, makes a new record with :meth:`replace`.
+
+class Call(_CallFields):
+    """A call that passed every check of :func:`check`: an immutable record.
+
+    A tuple underneath (so nothing can be set on it, and it costs a tuple to
+    make), with equality by identity: two calls never compare their arrays.
+    A front end that allocates the target after the check, or copies a
+    misaligned source, makes a new record with :meth:`replace`.
 
     Attributes
     ----------
@@ -158,38 +165,24 @@ class Call:
         above are then the whole call's.
     """
 
-    __slots__ = ("op", "source", "target", "output_size", "input_size", "align_corners",
-                 "scales", "bindings", "rules", "window", "_addresses")
+    __slots__ = ()
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
-    def __init__(self, op, source, target, output_size, input_size, align_corners, scales,
-                 bindings=(), rules=PYTORCH_RULES, window=None):
-        put = object.__setattr__
-        put(self, "op", op)
-        put(self, "source", source)
-        put(self, "target", target)
-        put(self, "output_size", output_size)
-        put(self, "input_size", input_size)
-        put(self, "align_corners", align_corners)
-        put(self, "scales", scales)
-        put(self, "bindings", bindings)
-        put(self, "rules", rules)
-        put(self, "window", window)
-        put(self, "_addresses", None)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"a checked Call is immutable (set {name} with replace())")
-
-    def __reduce__(self):
-        # Dask's workers receive the whole call with the graph.
-        return Call, (self.op, self.source, self.target, self.output_size, self.input_size,
-                      self.align_corners, self.scales, self.bindings, self.rules, self.window)
+    def __new__(cls, op, source, target, output_size, input_size, align_corners, scales,
+                bindings=(), rules=PYTORCH_RULES, window=None):
+        return tuple.__new__(cls, (op, source, target, output_size, input_size, align_corners,
+                                   scales, bindings, rules, window))
 
     def replace(self, source=None, target=None):
         """A copy with a new ``source`` and/or ``target`` (None keeps the current one)."""
-        return Call(self.op, self.source if source is None else source,
-                    self.target if target is None else target, self.output_size,
-                    self.input_size, self.align_corners, self.scales, self.bindings,
-                    self.rules, self.window)
+        fields = list(self)
+        if source is not None:
+            fields[1] = source
+        if target is not None:
+            fields[2] = target
+        return tuple.__new__(Call, fields)
 
     @property
     def names(self):
@@ -197,16 +190,8 @@ class Call:
         return self.op.source, self.op.target
 
     def addresses(self):
-        """``(source, target)``: the addresses of their element [0, 0, 0, 0, 0].
-
-        Found at the first run and kept (the record's one memo): an executor
-        runs the same record again and again.
-        """
-        found = self._addresses
-        if found is None:
-            found = (data_address(self.source), data_address(self.target))
-            object.__setattr__(self, "_addresses", found)
-        return found
+        """``(source, target)``: the addresses of their element [0, 0, 0, 0, 0]."""
+        return data_address(self.source), data_address(self.target)
 
     @property
     def dtype_code(self):
