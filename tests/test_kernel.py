@@ -202,7 +202,7 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
                                (0, 0, 0)), n_threads)
     finally:
         _plan.streamed = rule
-    unit_rows = plan.spec.gin[4][0] == 1 and plan.spec.gin[4][3] == 1
+    unit_rows = plan.spec.target[4][0] == 1 and plan.spec.target[4][3] == 1
     assert plan.spec.stream == (stream and unit_rows)
     ws = tb.alloc_workspace(plan.workspace_size)
     ws[...] = 0xFF

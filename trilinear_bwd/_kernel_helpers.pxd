@@ -135,10 +135,10 @@ ctypedef struct Volume:
 
 ctypedef struct Problem:
     int dtype              # DT_* of both arrays
-    int read_mode          # READ_*: how the D pass reads grad_out rows
-    bint plane_run         # rows are read in place and each grad_out plane is one run
-    bint stream            # grad_input rows are unit-stride and written with streaming stores
-    bint out_direct        # the W pass writes grad_input rows in place (accumulation type,
+    int read_mode          # READ_*: how the D pass reads source rows
+    bint plane_run         # rows are read in place and each source plane is one run
+    bint stream            # target rows are unit-stride and written with streaming stores
+    bint out_direct        # the W pass writes target rows in place (accumulation type,
                            # unit stride), with streaming stores if ``stream``
     int64_t nb2            # slice b is (b // nb2, b % nb2)
     int64_t n_items        # slices * items per slice: the units of parallel work
@@ -149,9 +149,9 @@ ctypedef struct Problem:
     int64_t id
     int64_t ih
     int64_t v              # elements per W position: C in channels-last mode, else 1
-    int64_t L              # elements in one grad_out row: oW * v
-    Volume gout
-    Volume gin
+    int64_t L              # elements in one source row: oW * v
+    Volume source
+    Volume target
     Axis ax_d
     Axis ax_h
     Axis ax_w
@@ -159,7 +159,7 @@ ctypedef struct Problem:
     int64_t off_acch       # element offsets of the scratch buffers in a thread's slot
     int64_t off_conv
     int64_t off_out
-    int64_t off_narrow     # byte offset: a grad_input row in its 16-bit storage type
+    int64_t off_narrow     # byte offset: a target row in its 16-bit storage type
     int64_t slot_bytes     # bytes per thread slot, a multiple of 64
     int64_t w_rows         # channels-first rows per W pass call (see _plan.py)
 
@@ -190,7 +190,7 @@ cdef inline void axpy2(floating* acc, floating w0, const floating* x0, floating 
 
 cdef inline void load_row(floating* dst, const char* base, int64_t off,
                           const Row* r, int dtype) noexcept nogil:
-    # Gather one grad_out row into contiguous accumulation-type elements.
+    # Gather one source row into contiguous accumulation-type elements.
     cdef int64_t o, k, n = r.n_inner, si = r.s_inner, so = r.s_outer
     cdef const float* f32
     cdef const double* f64
@@ -230,7 +230,7 @@ cdef inline void load_row(floating* dst, const char* base, int64_t off,
 
 cdef inline void store_row(char* base, int64_t off, const floating* src,
                            const Row* r, int dtype, bint stream, void* narrow) noexcept nogil:
-    # Scatter one finished grad_input row, rounding once to the storage type.
+    # Scatter one finished target row, rounding once to the storage type.
     # Streamed rows are unit-stride: rounded into ``narrow`` if need be, then
     # copied with non-temporal stores.
     cdef int64_t o, k, n = r.n_inner, si = r.s_inner, so = r.s_outer
@@ -288,7 +288,7 @@ cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* 
                              bint prefetch) noexcept nogil:
     # Rows r < n_rows of acc (acc_stride apart): the sum over the terms
     # ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :]; ``prefetch``
-    # when the rows come from memory (grad_out) rather than cache (see _row_sums.h).
+    # when the rows come from memory (source) rather than cache (see _row_sums.h).
     if floating is float:
         tb_reduce_rows_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
     else:

@@ -4,9 +4,9 @@
 # include this file.
 #
 # Work is split into items (slice b, input plane a), or (slice b, planes a
-# and a + 1) in channels-last mode.  An item reads the grad_out planes that
+# and a + 1) in channels-last mode.  An item reads the source planes that
 # feed its planes, reduces them over D (vectorised along the contiguous row),
-# then each H row, then W, and writes each of its grad_input planes of slice
+# then each H row, then W, and writes each of its target planes of slice
 # b once.  Items share nothing but read-only input, so any static split
 # across threads - over slices, or inside one slice when there are few -
 # computes every value with the same operations in the same order.
@@ -70,23 +70,23 @@ cdef enum:
     W_ZEROS = 16
 
 
-cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* ptr,
-                              const int64_t* src, const Problem* p, const char* gout,
-                              int64_t base, int64_t stride, floating* conv,
-                              int64_t n) noexcept nogil:
+cdef inline void _reduce_source(floating* acc, const floating* w, const int64_t* ptr,
+                                const int64_t* src, const Problem* p, const char* source,
+                                int64_t base, int64_t stride, floating* conv,
+                                int64_t n) noexcept nogil:
     # The D pass of one input plane (ptr points at its entry of the D table):
-    # the sum over grad_out rows at ``base + src[t] * stride`` elements, read
+    # the sum over source rows at ``base + src[t] * stride`` elements, read
     # as p.read_mode says.
     cdef int64_t t0 = ptr[0], t1 = ptr[1]
     cdef int64_t t = t0
     cdef int64_t o0, o1
     cdef bint pair
     if p.read_mode == TB_READ_IN_PLACE:
-        reduce_rows(acc, 0, (<const floating*> gout) + base, stride, ptr, src, w, 1, n, True)
+        reduce_rows(acc, 0, (<const floating*> source) + base, stride, ptr, src, w, 1, n, True)
         return
     if floating is float:
         if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
-            tb_reduce_half_rows(acc, 0, (<const uint16_t*> gout) + base, stride, ptr, src, w,
+            tb_reduce_half_rows(acc, 0, (<const uint16_t*> source) + base, stride, ptr, src, w,
                                 1, n, p.read_mode == TB_READ_BFLOAT16)
             return
     # TB_READ_CONVERT: two rows at a time gathered into ``conv`` first.
@@ -96,29 +96,29 @@ cdef inline void _reduce_grad(floating* acc, const floating* w, const int64_t* p
         pair = t + 1 < t1
         o0 = base + src[t] * stride
         o1 = base + src[t + 1] * stride if pair else o0
-        load_row(conv, gout, o0, &p.gout.row, p.dtype)
+        load_row(conv, source, o0, &p.source.row, p.dtype)
         if pair:
-            load_row(conv + n, gout, o1, &p.gout.row, p.dtype)
+            load_row(conv + n, source, o1, &p.source.row, p.dtype)
             axpy2(acc, w[t], conv, w[t + 1], conv + n, n, t == t0)
         else:
             axpy(acc, w[t], conv, n, t == t0)
         t += 2
 
 
-cdef inline void _w_and_store(const Problem* p, char* gin, int64_t off, floating* h_row,
+cdef inline void _w_and_store(const Problem* p, char* target, int64_t off, floating* h_row,
                               floating* out, floating* ws) noexcept nogil:
-    # The W pass of one H-reduced row, written to grad_input at element ``off``.
+    # The W pass of one H-reduced row, written to target at element ``off``.
     if p.out_direct:
-        w_pass((<floating*> gin) + off, h_row, &p.ax_w, p.v, p.stream)
+        w_pass((<floating*> target) + off, h_row, &p.ax_w, p.v, p.stream)
     else:
         w_pass(out, h_row, &p.ax_w, p.v, False)
-        store_row(gin, off, out, &p.gin.row, p.dtype, p.stream,
+        store_row(target, off, out, &p.target.row, p.dtype, p.stream,
                   <void*> ((<char*> ws) + p.off_narrow))
 
 
-cdef inline void _prefetch_item(const Problem* p, const char* gout, int64_t item,
+cdef inline void _prefetch_item(const Problem* p, const char* source, int64_t item,
                                 int64_t acc_size) noexcept nogil:
-    # Ask for the first grad_out bytes of each plane channels-first ``item``
+    # Ask for the first source bytes of each plane channels-first ``item``
     # (a plane read as one run) sums over D, so that its D pass does not
     # start by waiting on memory while this item's H and W passes leave the
     # memory idle.
@@ -128,11 +128,12 @@ cdef inline void _prefetch_item(const Problem* p, const char* gout, int64_t item
     cdef int64_t esize = acc_size
     if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
         esize = 2
-    tb_prefetch_rows(gout + ((b // p.nb2) * p.gout.s_b1 + (b % p.nb2) * p.gout.s_b2) * esize,
-                     p.gout.s_d * esize, p.ax_d.ptr + a, p.ax_d.src, TB_PF_NEXT_ITEM)
+    tb_prefetch_rows(source + ((b // p.nb2) * p.source.s_b1
+                               + (b % p.nb2) * p.source.s_b2) * esize,
+                     p.source.s_d * esize, p.ax_d.ptr + a, p.ax_d.src, TB_PF_NEXT_ITEM)
 
 
-cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
+cdef void _item(const Problem* p, const char* source, char* target, floating* ws,
                 int64_t item) noexcept nogil:
     # Item = (slice b, input planes a0 .. a0 + p.planes_per_item - 1).
     cdef int64_t per_item = p.planes_per_item
@@ -151,8 +152,8 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
     cdef const int64_t* h_ptr = p.ax_h.ptr
     cdef const int64_t* h_src = p.ax_h.src
     cdef const int64_t* d_ptr = p.ax_d.ptr + a0
-    cdef int64_t go_base = b1 * p.gout.s_b1 + b2 * p.gout.s_b2
-    cdef int64_t gi_base = b1 * p.gin.s_b1 + b2 * p.gin.s_b2 + a0 * p.gin.s_d
+    cdef int64_t src_base = b1 * p.source.s_b1 + b2 * p.source.s_b2
+    cdef int64_t dst_base = b1 * p.target.s_b1 + b2 * p.target.s_b2 + a0 * p.target.s_d
     cdef int64_t y, row, g, first, last, step, off
     cdef floating* h_rows
     cdef floating* ring
@@ -160,14 +161,14 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
 
     if p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
-        # A grad_out row is summed over D when the first H row that needs it
+        # A source row is summed over D when the first H row that needs it
         # comes up, into a ring of p.ring rows per plane (H reads rows in
         # non-decreasing order), so D, H and W all work in L1 and the output
         # stores are spread over the plane rather than bunched after a D
         # sweep of it.  The item's planes take turns row by row: neighbouring
-        # input planes read mostly the same grad_out rows, which the second
-        # then finds in cache, where a plane's whole share of grad_out (512 KB
-        # per grad_out plane at 2x with 32 channels) would have left L2
+        # input planes read mostly the same source rows, which the second
+        # then finds in cache, where a plane's whole share of source (512 KB
+        # per source plane at 2x with 32 channels) would have left L2
         # before the next item came to it.
         for g in range(n_planes):
             done[g] = -1
@@ -181,8 +182,8 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
                 y = max(done[g] + 1, first)
                 done[g] = max(done[g], last)
                 while y <= done[g]:
-                    _reduce_grad(ring + (y % p.ring) * L, w_d, d_ptr + g, p.ax_d.src, p, gout,
-                                 go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
+                    _reduce_source(ring + (y % p.ring) * L, w_d, d_ptr + g, p.ax_d.src, p,
+                                   source, src_base + y * p.source.s_h, p.source.s_d, conv, L)
                     y += 1
                 if TB_STOP_AFTER == 1:
                     continue
@@ -190,7 +191,8 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
                             <const floating*> p.ax_h.weight, 1, L, False)
                 if TB_STOP_AFTER == 2:
                     continue
-                _w_and_store(p, gin, gi_base + g * p.gin.s_d + row * p.gin.s_h, acc_h, out, ws)
+                _w_and_store(p, target, dst_base + g * p.target.s_d + row * p.target.s_h, acc_h,
+                             out, ws)
     else:
         # Channels-first: D for the whole plane (one sweep when a plane is one
         # contiguous run read in place), then H for the whole plane, then W:
@@ -201,14 +203,14 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
         for row in range(p.ih):
             fill_zero(acc_h + row * p.h_stride + L, W_ZEROS)
         if p.plane_run:
-            _reduce_grad(acc_d, w_d, d_ptr, p.ax_d.src, p, gout, go_base, p.gout.s_d, conv,
-                         p.oh * L)
+            _reduce_source(acc_d, w_d, d_ptr, p.ax_d.src, p, source, src_base, p.source.s_d,
+                           conv, p.oh * L)
             if item + 1 < p.n_items:
-                _prefetch_item(p, gout, item + 1, sizeof(floating))
+                _prefetch_item(p, source, item + 1, sizeof(floating))
         else:
             for y in range(p.oh):
-                _reduce_grad(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, gout,
-                             go_base + y * p.gout.s_h, p.gout.s_d, conv, L)
+                _reduce_source(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, source,
+                               src_base + y * p.source.s_h, p.source.s_d, conv, L)
         if TB_STOP_AFTER == 1:
             return
         reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
@@ -220,25 +222,26 @@ cdef void _item(const Problem* p, const char* gout, char* gin, floating* ws,
         while row < p.ih:
             step = min(p.w_rows, p.ih - row)
             h_rows = acc_h + row * p.h_stride
-            off = gi_base + row * p.gin.s_h
+            off = dst_base + row * p.target.s_h
             if not p.out_direct:
                 w_pass_rows(out, p.ax_w.n_in, h_rows, p.h_stride, step, &p.ax_w, False)
                 for y in range(step):
-                    store_row(gin, off + y * p.gin.s_h, out + y * p.ax_w.n_in, &p.gin.row,
-                              p.dtype, p.stream, <void*> ((<char*> ws) + p.off_narrow))
+                    store_row(target, off + y * p.target.s_h, out + y * p.ax_w.n_in,
+                              &p.target.row, p.dtype, p.stream,
+                              <void*> ((<char*> ws) + p.off_narrow))
             elif p.dtype == TB_DT_FLOAT16 or p.dtype == TB_DT_BFLOAT16:
                 if floating is float:
-                    w_pass_rows_16((<uint16_t*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
-                                   &p.ax_w, p.dtype == TB_DT_BFLOAT16)
+                    w_pass_rows_16((<uint16_t*> target) + off, p.target.s_h, h_rows, p.h_stride,
+                                   step, &p.ax_w, p.dtype == TB_DT_BFLOAT16)
             else:
-                w_pass_rows((<floating*> gin) + off, p.gin.s_h, h_rows, p.h_stride, step,
-                            &p.ax_w, p.stream)
+                w_pass_rows((<floating*> target) + off, p.target.s_h, h_rows, p.h_stride,
+                            step, &p.ax_w, p.stream)
             row += step
     if p.stream:
         tb_store_fence()
 
 
-cdef void _run(const Problem* p, const char* gout, char* gin, char* ws,
+cdef void _run(const Problem* p, const char* source, char* target, char* ws,
                int n_threads, char* seen) noexcept nogil:
     # seen[t] is set by every thread t that computed an item: the team size
     # actually used, reported to Python without any timing.
@@ -251,12 +254,12 @@ cdef void _run(const Problem* p, const char* gout, char* gin, char* ws,
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
             seen[tid] = 1
-            _item[double](p, gout, gin, <double*> (base + tid * p.slot_bytes), item)
+            _item[double](p, source, target, <double*> (base + tid * p.slot_bytes), item)
     else:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
             seen[tid] = 1
-            _item[float](p, gout, gin, <float*> (base + tid * p.slot_bytes), item)
+            _item[float](p, source, target, <float*> (base + tid * p.slot_bytes), item)
 
 
 cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
@@ -322,8 +325,8 @@ cdef class KernelPlan:
         self.p.ih = spec.ih
         self.p.v = spec.v
         self.p.L = spec.L
-        _fill_volume(&self.p.gout, spec.gout)
-        _fill_volume(&self.p.gin, spec.gin)
+        _fill_volume(&self.p.source, spec.source)
+        _fill_volume(&self.p.target, spec.target)
         _fill_axis(&self.p.ax_d, spec.axis_d, self._keep)
         _fill_axis(&self.p.ax_h, spec.axis_h, self._keep)
         _fill_axis(&self.p.ax_w, spec.axis_w, self._keep)
@@ -335,12 +338,12 @@ cdef class KernelPlan:
         self.p.slot_bytes = spec.slot_bytes
         self.p.w_rows = spec.w_rows
 
-    def run(self, uintptr_t gout, uintptr_t gin, uintptr_t workspace, int n_threads):
-        """Compute grad_input at address ``gin`` from grad_out at ``gout``.
+    def run(self, uintptr_t source, uintptr_t target, uintptr_t workspace, int n_threads):
+        """Compute the target array at address ``target`` from the source at ``source``.
 
         Parameters
         ----------
-        gout, gin, workspace : int
+        source, target, workspace : int
             Addresses of element [0, 0, 0, 0, 0] of each array and of the
             workspace's first byte.
         n_threads : int
@@ -356,7 +359,8 @@ cdef class KernelPlan:
         seen = bytearray(n_threads)
         cdef char* flags = seen
         with nogil:
-            _run(&self.p, <const char*> gout, <char*> gin, <char*> workspace, n_threads, flags)
+            _run(&self.p, <const char*> source, <char*> target, <char*> workspace, n_threads,
+                 flags)
         return len(seen) - seen.count(0)
 
 

@@ -180,8 +180,8 @@ class KernelSpec:
     ih: int
     v: int                   # channels per row element (C channels-last, else 1)
     L: int                   # elements per row (oW * v)
-    gout: tuple              # source strides (see _volume)
-    gin: tuple               # target strides
+    source: tuple            # source strides (see _volume)
+    target: tuple            # target strides
     axis_d: dict             # per-axis tables (_tables.axis_table)
     axis_h: dict
     axis_w: dict
@@ -236,22 +236,22 @@ def make_plan(call, n_threads):
     channels_last = is_channels_last(go)
     v = c if channels_last else 1
     length = ow * v
-    gout = _volume(go, channels_last)
-    gin = _volume(gi, channels_last)
-    row = gout[4]
+    source_volume = _volume(go, channels_last)
+    target_volume = _volume(gi, channels_last)
+    row = source_volume[4]
     if row[0] != 1 or row[3] != 1:
         read_mode = READ_CONVERT
     else:
         read_mode = {DT_FLOAT32: READ_IN_PLACE, DT_FLOAT64: READ_IN_PLACE,
                      DT_FLOAT16: READ_FLOAT16, DT_BFLOAT16: READ_BFLOAT16}[call.dtype_code]
-    plane_run = read_mode != READ_CONVERT and (gout[3] == length or oh == 1)
-    unit_rows = gin[4][0] == 1 and gin[4][3] == 1
-    stream = unit_rows and streamed(gi.nbytes, gin[4][2] * gi.itemsize, gi.itemsize)
+    plane_run = read_mode != READ_CONVERT and (source_volume[3] == length or oh == 1)
+    unit_rows = target_volume[4][0] == 1 and target_volume[4][3] == 1
+    stream = unit_rows and streamed(gi.nbytes, target_volume[4][2] * gi.itemsize, gi.itemsize)
     # float32/float64 rows are written in place by the W pass; when streamed,
     # only where it can issue the streaming stores itself: the channels-first
     # gather, and channels-last rows of a multiple of 8 channels (_w_channels.h).
-    out_direct = unit_rows and call.dtype_code in (DT_FLOAT32, DT_FLOAT64) and (not stream or v == 1
-                                                               or v % 8 == 0)
+    wide = call.dtype_code in (DT_FLOAT32, DT_FLOAT64)
+    out_direct = unit_rows and wide and (not stream or v == 1 or v % 8 == 0)
 
     # The kernel computes the target array (gradInput; the forward's out)
     # from the source (gradOut; self): only the tables say which operator,
@@ -266,7 +266,7 @@ def make_plan(call, n_threads):
     ]
     # 16-bit channels-first rows are rounded and written in place by the
     # padded gather too (_w_gather.h); the unpadded W pass needs the buffer.
-    out_direct = out_direct or (unit_rows and v == 1 and call.dtype_code in (DT_FLOAT16, DT_BFLOAT16)
+    out_direct = out_direct or (unit_rows and v == 1 and not wide
                                 and tables[2]["width"] > 0)
     # Each acc_h row keeps the zero sentinel of the padded W table and 32
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
@@ -303,7 +303,8 @@ def make_plan(call, n_threads):
         dtype_code=call.dtype_code, read_mode=read_mode, stream=stream, plane_run=plane_run,
         out_direct=out_direct, nb2=1 if channels_last else c, n_items=n_items,
         planes_per_item=per_item, oh=oh, ring=ring, id=id_, ih=ih, v=v, L=length,
-        gout=gout, gin=gin, axis_d=tables[0], axis_h=tables[1], axis_w=tables[2],
+        source=source_volume, target=target_volume,
+        axis_d=tables[0], axis_h=tables[1], axis_w=tables[2],
         off_acch=offsets[1], h_stride=h_stride, off_conv=offsets[2], off_out=offsets[3],
         off_narrow=offsets[4], slot_bytes=slot, w_rows=w_rows,
     )
