@@ -15,6 +15,7 @@ import numpy as np
 from . import _openmp_helpers
 from ._arrays import as_array, has_internal_overlap
 from ._coerce import as_int, as_real, as_scales, as_sequence, invalid
+from ._operator import check_5d
 from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
 MAX_THREADS = 1024
@@ -141,8 +142,7 @@ def forward_sizes(shape, output_size, scales):
     scales = as_scales(scales)
     if output_size is not None:
         return output_size, scales
-    if len(shape) != 5:
-        raise invalid(f"self must be 5-D (N, C, D, H, W), got {len(shape)}-D")
+    check_5d(len(shape), "self")
     size = []
     for k, value in enumerate(scales):
         s = as_real(value, f"scales[{k}]")

@@ -78,19 +78,8 @@ cdef extern from "_w_gather.h" nogil:
                              int64_t width, int stream) noexcept
 
 
-# Shared with Python (trilinear_bwd._constants), defined once in _constants.h.
-cdef extern from "_constants.h":
-    enum:
-        TB_DT_FLOAT32
-        TB_DT_FLOAT64
-        TB_DT_FLOAT16
-        TB_DT_BFLOAT16
-        TB_READ_IN_PLACE
-        TB_READ_FLOAT16
-        TB_READ_BFLOAT16
-        TB_READ_CONVERT
-        TB_LINE
-        TB_MAX_PLANES_PER_ITEM
+# Shared with Python, defined once in _constants.h (see _constants_h.pxd).
+from trilinear_bwd._constants_h cimport TB_DT_FLOAT16, TB_DT_FLOAT32, TB_DT_FLOAT64
 
 
 ctypedef struct Axis:

@@ -15,7 +15,7 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint16_t, uintptr_t
 from cython cimport floating
 from cython.parallel cimport prange
 
-from trilinear_bwd._kernel_helpers cimport (
+from trilinear_bwd._constants_h cimport (
     TB_DT_BFLOAT16,
     TB_DT_FLOAT16,
     TB_DT_FLOAT64,
@@ -25,6 +25,8 @@ from trilinear_bwd._kernel_helpers cimport (
     TB_READ_CONVERT,
     TB_READ_FLOAT16,
     TB_READ_IN_PLACE,
+)
+from trilinear_bwd._kernel_helpers cimport (
     Axis,
     Problem,
     Row,

@@ -2,6 +2,8 @@
 
 cimport numpy as cnp
 
+cimport trilinear_bwd._constants_h as h
+
 from trilinear_bwd._openmp cimport (
     TB_OPENMP_ENABLED,
     omp_get_max_threads,
@@ -145,26 +147,6 @@ def cpu_has_avx512():
     return bool(tb_cpu_has_avx512())
 
 
-cdef extern from "_constants.h":
-    enum:
-        TB_DT_FLOAT32
-        TB_DT_FLOAT64
-        TB_DT_FLOAT16
-        TB_DT_BFLOAT16
-        TB_READ_IN_PLACE
-        TB_READ_FLOAT16
-        TB_READ_BFLOAT16
-        TB_READ_CONVERT
-        TB_GATHER
-        TB_WINDOW8
-        TB_WINDOW16
-        TB_WINDOW32
-        TB_W_BLOCK
-        TB_W_SPARE
-        TB_LINE
-        TB_MAX_PLANES_PER_ITEM
-
-
 def constants():
     """Return the values of ``_constants.h`` that Python's planner shares with the kernels.
 
@@ -175,13 +157,13 @@ def constants():
         its prefix (``trilinear_bwd._constants`` holds them as module names).
     """
     return {
-        "DT_FLOAT32": TB_DT_FLOAT32, "DT_FLOAT64": TB_DT_FLOAT64,
-        "DT_FLOAT16": TB_DT_FLOAT16, "DT_BFLOAT16": TB_DT_BFLOAT16,
-        "READ_IN_PLACE": TB_READ_IN_PLACE, "READ_FLOAT16": TB_READ_FLOAT16,
-        "READ_BFLOAT16": TB_READ_BFLOAT16, "READ_CONVERT": TB_READ_CONVERT,
-        "GATHER": TB_GATHER, "WINDOW8": TB_WINDOW8, "WINDOW16": TB_WINDOW16,
-        "WINDOW32": TB_WINDOW32, "W_BLOCK": TB_W_BLOCK, "W_SPARE": TB_W_SPARE,
-        "LINE": TB_LINE, "MAX_PLANES_PER_ITEM": TB_MAX_PLANES_PER_ITEM,
+        "DT_FLOAT32": h.TB_DT_FLOAT32, "DT_FLOAT64": h.TB_DT_FLOAT64,
+        "DT_FLOAT16": h.TB_DT_FLOAT16, "DT_BFLOAT16": h.TB_DT_BFLOAT16,
+        "READ_IN_PLACE": h.TB_READ_IN_PLACE, "READ_FLOAT16": h.TB_READ_FLOAT16,
+        "READ_BFLOAT16": h.TB_READ_BFLOAT16, "READ_CONVERT": h.TB_READ_CONVERT,
+        "GATHER": h.TB_GATHER, "WINDOW8": h.TB_WINDOW8, "WINDOW16": h.TB_WINDOW16,
+        "WINDOW32": h.TB_WINDOW32, "W_BLOCK": h.TB_W_BLOCK, "W_SPARE": h.TB_W_SPARE,
+        "LINE": h.TB_LINE, "MAX_PLANES_PER_ITEM": h.TB_MAX_PLANES_PER_ITEM,
     }
 
 

@@ -283,8 +283,7 @@ def check(op, source, target, output_size, input_size, align_corners, scales, *,
     if not allocate and target.dtype != source.dtype:
         raise invalid(f"{written} dtype must equal {read} dtype {source.dtype}, "
                       f"got {target.dtype}")
-    if source.ndim != 5:
-        raise invalid(f"{read} must be 5-D (N, C, D, H, W), got {source.ndim}-D")
+    check_5d(source.ndim, read)
 
     out_name = functools.partial(element_name, "outputSize", axes="DHW")
     output_size = int_tuple(output_size, "outputSize", 3)
@@ -320,6 +319,12 @@ def check(op, source, target, output_size, input_size, align_corners, scales, *,
         _check_overlap(source, target, op.names)
     return Call(op, source, target, output_size, input_size, align_corners, scales,
                 bindings, rules)
+
+
+def check_5d(ndim, name):
+    """161002 unless an array of ``ndim`` axes is 5-D, as both operators' arrays are."""
+    if ndim != 5:
+        raise invalid(f"{name} must be 5-D (N, C, D, H, W), got {ndim}-D")
 
 
 def _array_axis(name, k):

@@ -35,10 +35,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from . import _pool, _tables
 from ._arguments import forward_sizes, one_call_sizes, resolve_num_threads
-from ._arrays import is_misaligned
+from ._arrays import dtype_info, is_misaligned
 from ._coerce import invalid
 from ._executor import run_once
-from ._operator import BACKWARD, FORWARD, check, check_limits, check_window
+from ._operator import BACKWARD, FORWARD, check, check_5d, check_limits, check_window
 from ._status import NullArgumentError
 
 __all__ = ["upsample_trilinear3d", "upsample_trilinear3d_backward"]
@@ -206,8 +206,7 @@ def _checked_dask_array(arr, name, one_call):
             f"trilinear_bwd.{one_call} for in-memory arrays, or wrap "
             "it with dask.array.from_array)"
         )
-    if arr.ndim != 5:
-        raise invalid(f"{name} must be 5-D (N, C, D, H, W), got {arr.ndim}-D")
+    check_5d(arr.ndim, name)
     if any(np.isnan(n) for n in arr.shape):
         raise invalid(f"{name} must have known chunk sizes, got unknown (NaN) sizes; "
                       "call compute_chunk_sizes() first")
@@ -226,10 +225,6 @@ def _check_forward_arguments(x, output_size, align_corners, scales, num_threads)
     call = check(FORWARD, _stand_in(x), None, output_size, None, align_corners, scales,
                  allocate=True, batch_limits=False)
     return x, call
-
-
-def _acc_dtype(dtype):
-    return np.dtype(np.float64 if np.dtype(dtype).name == "float64" else np.float32)
 
 
 # --------------------------------------------------------------------------
@@ -330,7 +325,7 @@ def _dtype_name(dtype):
 
 def _windowed(source, whole, num_threads, name):
     """The graph: one :func:`_window_block` task per result block."""
-    acc = _acc_dtype(source.dtype)
+    acc = dtype_info(np.dtype(source.dtype))[1]
     forward = whole.op.forward
     # The limits of one kernel call that the batch chunks alone break, before
     # any table is built: each block has at least one point per spatial
