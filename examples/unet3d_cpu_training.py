@@ -21,6 +21,14 @@ PyTorch)::
 
     python examples/unet3d_cpu_training.py            # batch 2, 1 -> 8 channels, 48^3, 10 steps
     python examples/unet3d_cpu_training.py --size 32 --steps 6 --channels-last
+    python examples/unet3d_cpu_training.py --compile  # both under torch.compile (inductor)
+
+With ``--compile`` both models are compiled with the default backend, and
+the variants run one after the other instead of alternating: the two copies
+share ``UNet3d.forward``, and dynamo keeps one compiled frame per code
+object, traced in the state of the switch at the time (``docs/torch.md``,
+"torch.compile"), so the frames are discarded (``torch._dynamo.reset()``)
+between the two.  The first steps of each variant compile (the warm-up).
 
 Takes about a minute on two cores with the defaults.
 """
@@ -137,6 +145,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads (default: PyTorch's default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile both models (default backend); the variants "
+                             "then run one after the other")
     args = parser.parse_args(argv)
     if args.size % 4:
         parser.error("--size must be a multiple of 4")
@@ -150,6 +161,8 @@ def main(argv=None):
     opts = {"pytorch": torch.optim.Adam(plain.parameters(), lr=1e-3),
             "trilinear_bwd": torch.optim.Adam(fast.parameters(), lr=1e-3)}
     models = {"pytorch": plain, "trilinear_bwd": fast}
+    if args.compile:
+        models = {k: torch.compile(m) for k, m in models.items()}
     batches = [(x.contiguous(memory_format=fmt), y.contiguous(memory_format=fmt))
                for x, y in synthetic_batches(args.warmup + args.steps, args.batch, args.size,
                                              args.seed)]
@@ -164,30 +177,47 @@ def main(argv=None):
     losses = {k: [] for k in models}
     times = {k: [] for k in models}
     calls = tbt.call_counts()["kernel"]
-    for step, (x, y) in enumerate(batches):
-        # Alternate which variant goes first, so neither always inherits the
-        # other's caches and allocations.
-        order = ("pytorch", "trilinear_bwd") if step % 2 == 0 else ("trilinear_bwd", "pytorch")
-        for name in order:
-            with tbt.enabled() if name == "trilinear_bwd" else contextlib.nullcontext():
-                loss, seconds = train_step(models[name], opts[name], x, y)
-            losses[name].append(loss)
-            if step >= args.warmup:
-                times[name].append(seconds)
+    first_grads = {}
+    params = {"pytorch": plain, "trilinear_bwd": fast}
+
+    def one_step(name, step, x, y):
+        with tbt.enabled() if name == "trilinear_bwd" else contextlib.nullcontext():
+            loss, seconds = train_step(models[name], opts[name], x, y)
+        losses[name].append(loss)
+        if step >= args.warmup:
+            times[name].append(seconds)
         if step == 0:
-            # Same weights, same batch: the gradients differ only by rounding.
-            grad_diff = max(
-                ((a.grad - b.grad).abs().max() / a.grad.abs().max().clamp_min(1e-30)).item()
-                for a, b in zip(plain.parameters(), fast.parameters()))
-        print(f"  step {step:2d}{' (warm-up)' if step < args.warmup else '          '}  "
-              f"loss {losses['pytorch'][-1]:.6f} / {losses['trilinear_bwd'][-1]:.6f}   "
-              f"{times['pytorch'][-1] if step >= args.warmup else float('nan'):6.3f} s / "
-              f"{times['trilinear_bwd'][-1] if step >= args.warmup else float('nan'):6.3f} s")
+            first_grads[name] = [p.grad.clone() for p in params[name].parameters()]
+
+    if args.compile:
+        # One variant after the other: the shared forward is traced once per
+        # state of the switch (see the module docstring).
+        for name in ("pytorch", "trilinear_bwd"):
+            torch._dynamo.reset()
+            for step, (x, y) in enumerate(batches):
+                one_step(name, step, x, y)
+    for step, (x, y) in enumerate(batches):
+        if not args.compile:
+            # Alternate which variant goes first, so neither always inherits
+            # the other's caches and allocations.
+            order = (("pytorch", "trilinear_bwd") if step % 2 == 0
+                     else ("trilinear_bwd", "pytorch"))
+            for name in order:
+                one_step(name, step, x, y)
+        timed = step >= args.warmup
+        t = {k: v[step - args.warmup] if timed else float("nan") for k, v in times.items()}
+        print(f"  step {step:2d}{'          ' if timed else ' (warm-up)'}  "
+              f"loss {losses['pytorch'][step]:.6f} / {losses['trilinear_bwd'][step]:.6f}   "
+              f"{t['pytorch']:6.3f} s / {t['trilinear_bwd']:6.3f} s")
+    # Same weights, same first batch: the gradients differ only by rounding.
+    grad_diff = max(((a - b).abs().max() / a.abs().max().clamp_min(1e-30)).item()
+                    for a, b in zip(first_grads["pytorch"], first_grads["trilinear_bwd"]))
 
     t_plain = statistics.median(times["pytorch"])
     t_fast = statistics.median(times["trilinear_bwd"])
-    # Each pair of steps ran back to back, under the same load: the median of
-    # the per-pair ratios is the estimate least disturbed by other processes.
+    # Each pair of steps ran back to back, under the same load (one after the
+    # other with --compile): the median of the per-pair ratios is the
+    # estimate least disturbed by other processes.
     speedup = statistics.median(a / b for a, b in zip(times["pytorch"], times["trilinear_bwd"]))
     rel = max(abs(a - b) / abs(a) for a, b in zip(losses["pytorch"], losses["trilinear_bwd"]))
     print(f"training step over {args.steps} steps: PyTorch median {t_plain * 1e3:.1f} ms "

@@ -15,8 +15,8 @@ from trilinear_bwd._operator import BACKWARD, FORWARD, OPERATORS, Call, check
 
 PACKAGE = Path(trilinear_bwd.__file__).parent
 # The modules that may name torch: the front end, its two helpers, the benchmarks.
-TORCH_MODULES = {"torch.py", "_torch_arrays.py", "_torch_pool.py", "bench.py",
-                 "_bench_calls.py"}
+TORCH_MODULES = {"torch.py", "_torch_arrays.py", "_torch_compile.py", "_torch_pool.py",
+                 "bench.py", "_bench_calls.py"}
 
 
 def _backward_call(**kw):

@@ -233,16 +233,15 @@ def test_compile_eager_backend_uses_enabled_kernel(restore_pytorch_kernel):
     assert_close_rel(g, g_ref, torch.float32)
 
 
-def test_compile_aot_eager_decomposes_interpolate_so_enable_does_not_apply(
-        restore_pytorch_kernel):
-    # What docs/torch.md says: AOTAutograd backends trace F.interpolate's
-    # decomposition, so aten::upsample_trilinear3d_backward is never called.
+def test_compile_aot_eager_runs_enable_s_kernels(restore_pytorch_kernel):
+    # What docs/torch.md says: under enable(), the trace of F.interpolate
+    # records this library's operators instead of PyTorch's decomposition.
     x0 = torch.randn(1, 2, 4, 4, 4)
     _, g_ref = grads(interpolate(scale_factor=2), x0)
     with tbt.enabled():
         g, calls, (_, forward_calls) = _compiled_run(interpolate(scale_factor=2), "aot_eager",
                                                      x0)
-    assert calls == 0 and forward_calls == 0
+    assert calls == 1 and forward_calls == 1
     assert_close_rel(g, g_ref, torch.float32)
 
 

@@ -392,23 +392,37 @@ def main(argv=None):
     p.add_argument("--sweep", action="store_true",
                    help="only the enable() sweep: the aten operators beside PyTorch's, size by "
                         "size (both layouts, forward and backward)")
+    p.add_argument("--compiled", action="store_true",
+                   help="only the compiled-model table: layers under torch.compile, with and "
+                        "without enable(), beside eager")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="also draw a chart (needs matplotlib)")
     args = p.parse_args(argv)
     calls = None
-    if args.sweep:
+    # The tables that only make sense beside PyTorch: (flag, name, what is
+    # timed, the heading printed above the table).
+    only = {
+        "sweep": ("the enable() sweep", "Through enable(), beside PyTorch's own kernels "
+                  "(warm: one geometry called repeatedly; best of the rounds; ratio = "
+                  "PyTorch's time over ours):"),
+        "compiled": ("the compiled-model table", "Under torch.compile (default backend), "
+                     "beside eager (one forward + backward, float32; best of the rounds; "
+                     "ratios above 1: the second is faster):"),
+    }
+    for flag, (what, heading) in only.items():
+        if not getattr(args, flag):
+            continue
         if args.no_torch or not _torch_available():
-            p.error("--sweep needs PyTorch")
-        from ._bench_calls import format_sweep, measure_sweep
+            p.error(f"--{flag} needs PyTorch")
+        from . import _bench_calls
 
-        print("timing the enable() sweep ...", file=sys.stderr)
-        sweep = measure_sweep(max(5, args.repeat), args.threads)
-        print("Through enable(), beside PyTorch's own kernels (warm: one geometry called "
-              "repeatedly; best of the rounds; ratio = PyTorch's time over ours):\n")
-        print(format_sweep(sweep))
+        print(f"timing {what} ...", file=sys.stderr)
+        rows = getattr(_bench_calls, f"measure_{flag}")(max(5, args.repeat), args.threads)
+        print(heading + "\n")
+        print(getattr(_bench_calls, f"format_{flag}")(rows))
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"sweep": sweep}, f, indent=2)
+                json.dump({flag: rows}, f, indent=2)
         return 0
     if not (args.no_calls or args.no_torch) and _torch_available():
         from ._bench_calls import format_calls, measure_calls

@@ -42,9 +42,11 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 import torch.nn.functional as F
+from torch._C import DispatchKey
 
-from . import _dispatch, _fork, _openmp_helpers, _torch_pool
+from . import _dispatch, _fork, _openmp_helpers, _torch_compile, _torch_pool
 from ._api import run_checked
 from ._arrays import as_array, is_misaligned
 from ._coerce import as_scale
@@ -211,46 +213,126 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
                 _scales(scales_d, scales_h, scales_w), memory_format, num_threads)
 
 
-# -- the custom operator ------------------------------------------------------
+# -- the custom operators --------------------------------------------------------
 #
-# The autograd Function's backward goes through a registered operator rather
-# than a plain Python call, so that torch.compile (dynamo, AOTAutograd,
-# inductor) records it as one opaque node instead of trying to trace the
-# kernel; its fake implementation gives shapes and strides to the tracer.
+# The drop-in's autograd Function calls registered operators rather than
+# plain Python, so that torch.compile (dynamo, AOTAutograd, inductor) records
+# each as one opaque node instead of trying to trace the kernel; the fake
+# implementations give shapes and strides to the tracer.  enable() has a pair
+# of its own for compiled graphs (_torch_compile), which read the switch when
+# they run.
+#
+# They are defined with torch.library.Library and an Autograd kernel of
+# their own rather than torch.library.custom_op and register_autograd, whose
+# Python wrappers cost more than the kernel of a small call
+# (docs/performance.md, "Compiled models"): a call on plain CPU tensors that
+# needs no gradient -- every call of compiled code, which runs its graphs
+# with autograd off -- goes straight to the kernel; a call that needs one
+# goes through a torch.autograd.Function, and a call under a tracer or a
+# transform (Python, functorch or other keys below autograd) is
+# redispatched, so the tracer records the operator.
 
-@torch.library.custom_op("trilinear_bwd::upsample_trilinear3d_backward", mutates_args=())
-def _backward_op(grad_output: torch.Tensor, output_size: Sequence[int],
-                 input_size: Sequence[int], align_corners: bool,
-                 scales_d: Optional[float], scales_h: Optional[float],
-                 scales_w: Optional[float]) -> torch.Tensor:
-    if grad_output.device.type != "cpu":
-        return torch.ops.aten.upsample_trilinear3d_backward(
-            grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
-    return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
-                               scales_d, scales_h, scales_w)
+_ops = torch.library.Library("trilinear_bwd", "FRAGMENT")
+_FORWARD_SCHEMA = ("(Tensor x, SymInt[] output_size, bool align_corners, float? scales_d, "
+                   "float? scales_h, float? scales_w) -> Tensor")
+_BACKWARD_SCHEMA = ("(Tensor grad_output, SymInt[] output_size, SymInt[] input_size, "
+                    "bool align_corners, float? scales_d, float? scales_h, float? scales_w) "
+                    "-> Tensor")
+_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
 
 
-@_backward_op.register_fake
-def _(grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w):
+def _is_dual(tensor):
+    """True if ``tensor`` carries a forward-mode tangent (inside ``forward_ad.dual_level``)."""
+    level = _forward_ad._current_level
+    return level >= 0 and torch._unpack_dual(tensor, level).tangent is not None
+
+
+def _define(name, schema, kernel, fake, formula, setup_context):
+    """Define ``trilinear_bwd::name``: its kernel, fake and autograd; returns its overload.
+
+    ``formula(ctx, grad)`` returns the gradients of the operator's
+    arguments, ``setup_context(ctx, inputs, output)`` keeps what it needs,
+    as for ``torch.library.register_autograd``.
+    """
+    _ops.define(name + schema)
+    _ops.impl(name, kernel, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"trilinear_bwd::{name}", fake, lib=_ops)
+    op = getattr(torch.ops.trilinear_bwd, name).default
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, below, tensor, *args):
+            output = op.redispatch(below, tensor, *args)
+            setup_context(ctx, (tensor,) + args, output)
+            ctx.below, ctx.args = below, args
+            return output
+
+        @staticmethod
+        def backward(ctx, grad):
+            return (None,) + formula(ctx, grad)
+
+        @staticmethod
+        def jvp(ctx, _, tangent, *__):
+            # The operator is linear in its tensor: its derivative is itself.
+            return op.redispatch(ctx.below, tangent, *ctx.args)
+
+    Function.__name__ = Function.__qualname__ = f"{name}_backward_node"
+
+    def autograd_kernel(keyset, tensor, *args):
+        below = keyset & _BELOW_AUTOGRAD
+        if (tensor.requires_grad and torch.is_grad_enabled()) or _is_dual(tensor):
+            return Function.apply(below, tensor, *args)
+        if below.highestPriorityTypeId() == DispatchKey.CPU:
+            return kernel(tensor, *args)           # a plain CPU tensor: nothing between
+        return op.redispatch(below, tensor, *args)
+
+    _ops.impl(name, autograd_kernel, "Autograd", with_keyset=True)
+    return op
+
+
+def _forward_op_fake(x, output_size, align_corners, scales_d, scales_h, scales_w):
+    return torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
+                       device=x.device, memory_format=_memory_format(x))
+
+
+def _backward_op_fake(grad_output, output_size, input_size, align_corners, scales_d, scales_h,
+                      scales_w):
     return torch.empty(tuple(input_size), dtype=grad_output.dtype, device=grad_output.device,
                        memory_format=_memory_format(grad_output))
+
+
+def _forward_op_setup(ctx, inputs, output):
+    x, ctx.output_size, ctx.align_corners, *ctx.scales = inputs
+    ctx.input_size = tuple(x.shape)
 
 
 def _backward_op_setup(ctx, inputs, output):
     _, ctx.output_size, _, ctx.align_corners, *ctx.scales = inputs
 
 
-def _backward_op_backward(ctx, grad_grad_input):
-    # The backward is linear in grad_output; its adjoint is the forward.
-    grad_grad_output = torch.ops.aten.upsample_trilinear3d(
-        grad_grad_input, ctx.output_size, ctx.align_corners, *ctx.scales)
-    return grad_grad_output, None, None, None, None, None, None
+def _adjoints(forward_name, backward_name):
+    """The autograd formulas of a forward / backward pair: each is the other's adjoint."""
+    def forward_backward(ctx, grad_output):
+        grad_input = getattr(torch.ops.trilinear_bwd, backward_name)(
+            grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, *ctx.scales)
+        return grad_input, None, None, None, None, None
+
+    def backward_backward(ctx, grad_grad_input):
+        # The backward is linear in grad_output; its adjoint is the forward.
+        grad_grad_output = getattr(torch.ops.trilinear_bwd, forward_name)(
+            grad_grad_input, ctx.output_size, ctx.align_corners, *ctx.scales)
+        return grad_grad_output, None, None, None, None, None, None
+
+    return forward_backward, backward_backward
 
 
-torch.library.register_autograd(
-    "trilinear_bwd::upsample_trilinear3d_backward", _backward_op_backward,
-    setup_context=_backward_op_setup,
-)
+def _backward_kernel(grad_output, output_size, input_size, align_corners, scales_d, scales_h,
+                     scales_w):
+    if grad_output.device.type != "cpu":
+        return torch.ops.aten.upsample_trilinear3d_backward(
+            grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+    return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
+                               scales_d, scales_h, scales_w)
 
 
 def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=None):
@@ -272,37 +354,48 @@ def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=No
     return _run_into(call, x.dtype, _memory_format(x), misaligned, num_threads, key)
 
 
-@torch.library.custom_op("trilinear_bwd::upsample_trilinear3d", mutates_args=())
-def _forward_op(x: torch.Tensor, output_size: Sequence[int], align_corners: bool,
-                scales_d: Optional[float], scales_h: Optional[float],
-                scales_w: Optional[float]) -> torch.Tensor:
+def _forward_kernel(x, output_size, align_corners, scales_d, scales_h, scales_w):
     if x.device.type != "cpu":
         return torch.ops.aten.upsample_trilinear3d(x, output_size, align_corners, scales_d,
                                                    scales_h, scales_w)
     return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
 
 
-@_forward_op.register_fake
-def _(x, output_size, align_corners, scales_d, scales_h, scales_w):
-    return torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
-                       device=x.device, memory_format=_memory_format(x))
+def _enabled_forward_kernel(x, output_size, align_corners, scales_d, scales_h, scales_w):
+    if x.device.type != "cpu":
+        return torch.ops.aten.upsample_trilinear3d(x, output_size, align_corners, scales_d,
+                                                   scales_h, scales_w)
+    return _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
 
 
-def _forward_op_setup(ctx, inputs, output):
-    x, ctx.output_size, ctx.align_corners, *ctx.scales = inputs
-    ctx.input_size = tuple(x.shape)
+def _enabled_backward_kernel(grad_output, output_size, input_size, align_corners, scales_d,
+                             scales_h, scales_w):
+    if grad_output.device.type != "cpu":
+        return torch.ops.aten.upsample_trilinear3d_backward(
+            grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
+    return _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d,
+                        scales_h, scales_w)
 
 
-def _forward_op_backward(ctx, grad_output):
-    grad_input = torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
-        grad_output, ctx.output_size, ctx.input_size, ctx.align_corners, *ctx.scales)
-    return grad_input, None, None, None, None, None
+# The drop-in's pair: this library's kernels whatever the switch says.
+_forward_formula, _backward_formula = _adjoints("upsample_trilinear3d",
+                                                "upsample_trilinear3d_backward")
+_forward_op = _define("upsample_trilinear3d", _FORWARD_SCHEMA, _forward_kernel,
+                      _forward_op_fake, _forward_formula, _forward_op_setup)
+_backward_op = _define("upsample_trilinear3d_backward", _BACKWARD_SCHEMA, _backward_kernel,
+                       _backward_op_fake, _backward_formula, _backward_op_setup)
 
-
-torch.library.register_autograd(
-    "trilinear_bwd::upsample_trilinear3d", _forward_op_backward,
-    setup_context=_forward_op_setup,
-)
+# enable()'s pair in compiled graphs: as the switch says when the code runs,
+# like the registered aten kernels -- this library's kernel while enabled,
+# PyTorch's after disable().
+_enabled_forward_formula, _enabled_backward_formula = _adjoints(
+    "enabled_upsample_trilinear3d", "enabled_upsample_trilinear3d_backward")
+_enabled_forward_op = _define("enabled_upsample_trilinear3d", _FORWARD_SCHEMA,
+                              _enabled_forward_kernel, _forward_op_fake,
+                              _enabled_forward_formula, _forward_op_setup)
+_enabled_backward_op = _define("enabled_upsample_trilinear3d_backward", _BACKWARD_SCHEMA,
+                               _enabled_backward_kernel, _backward_op_fake,
+                               _enabled_backward_formula, _backward_op_setup)
 
 
 # -- torch.func: the custom operators under vmap ---------------------------------
@@ -787,9 +880,14 @@ def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w
 
 
 def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
-    # The CPU kernel of aten::upsample_trilinear3d from import on.
+    # The CPU kernel of aten::upsample_trilinear3d from the first enable() on.
     if _capture.on:
         raise _Captured(output_size, align_corners, (scales_d, scales_h, scales_w))
+    return _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+
+
+def _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
+    """The forward as the switch says: this library's while enabled, else PyTorch's."""
     if not _active:
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
     return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
@@ -797,7 +895,7 @@ def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, s
 
 def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=None,
                  scales_h=None, scales_w=None):
-    # The CPU kernel of aten::upsample_trilinear3d_backward from import on.
+    """The backward as the switch says; the CPU kernel of ``aten::upsample_trilinear3d_backward``."""
     if not _active:
         return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
                                scales_d, scales_h, scales_w)
@@ -822,6 +920,7 @@ class _Registration:
         """Register the kernels unless done; call with ``_lock`` held."""
         if self.lib is not None:
             return
+        _torch_compile.install(is_enabled, _enabled_forward_op)
         lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
             # Overriding an aten kernel is what we mean to do.
@@ -870,15 +969,17 @@ def enable():
     to PyTorch's own kernel (a Python hop of a few microseconds; results
     identical).
 
-    Served in eager mode and, under ``torch.compile``, with the
-    ``backend="eager"`` backend only.  ``"aot_eager"``, ``"inductor"`` (the
-    default) and every other backend built on AOTAutograd trace
-    ``F.interpolate``'s decomposition into indexing and derive the backward
-    from it, so neither aten operator is called and the override has no
-    effect there (:func:`call_counts` stays put; the results are PyTorch's
-    compiled code's).  In compiled models use :func:`upsample_trilinear3d`,
-    whose forward and backward are opaque custom operators that every
-    backend keeps (``docs/torch.md``, "torch.compile").
+    Under ``torch.compile`` it is served with the ``backend="eager"``,
+    ``backend="aot_eager"`` and ``backend="inductor"`` (the default)
+    backends, static shapes and ``dynamic=True``: while enabled, the trace
+    of ``F.interpolate`` records this library's operators
+    (``torch.ops.trilinear_bwd.enabled_upsample_trilinear3d`` and its
+    backward) instead of PyTorch's decomposition, and they read the switch
+    when the compiled code runs.  Dynamo does not guard on the switch: a
+    frame compiled while disabled keeps PyTorch's code until it is traced
+    again (``torch._dynamo.reset()``); the first :func:`enable` of a process
+    discards the frames compiled before it.  Enable before compiling
+    (``docs/torch.md``, "torch.compile").
 
     Examples
     --------
@@ -891,6 +992,8 @@ def enable():
     global _active
     with _lock:
         _library.ensure()
+        if not _active:
+            _torch_compile.switched_on()
         _active = True
 
 
@@ -901,6 +1004,8 @@ def disable():
     """
     global _active
     with _lock:
+        if _active:
+            _torch_compile.switched_off()
         _active = False
 
 
