@@ -106,11 +106,6 @@ def install(is_enabled, emit):
     return True
 
 
-def installed():
-    """True once :func:`install` put the hook in place."""
-    return _pytorch_entries is not None
-
-
 def switched_on():
     """Make compiled code follow the switch, just turned on."""
     global _never_on

@@ -247,15 +247,17 @@ def _is_dual(tensor):
     return level >= 0 and torch._unpack_dual(tensor, level).tangent is not None
 
 
-def _define(name, schema, kernel, fake, formula, setup_context):
-    """Define ``trilinear_bwd::name``: its kernel, fake and autograd; returns its overload.
+def _define(name, schema, kernel, other_devices, fake, formula, setup_context):
+    """Define ``trilinear_bwd::name``: its kernels, fake and autograd; returns its overload.
 
-    ``formula(ctx, grad)`` returns the gradients of the operator's
-    arguments, ``setup_context(ctx, inputs, output)`` keeps what it needs,
-    as for ``torch.library.register_autograd``.
+    ``kernel`` runs on CPU tensors, ``other_devices`` (PyTorch's operator)
+    on the others.  ``formula(ctx, grad)`` returns the gradients of the
+    operator's arguments, ``setup_context(ctx, inputs, output)`` keeps what
+    it needs, as for ``torch.library.register_autograd``.
     """
     _ops.define(name + schema)
-    _ops.impl(name, kernel, "CompositeExplicitAutograd")
+    _ops.impl(name, kernel, "CPU")
+    _ops.impl(name, other_devices, "CompositeExplicitAutograd")
     torch.library.register_fake(f"trilinear_bwd::{name}", fake, lib=_ops)
     op = getattr(torch.ops.trilinear_bwd, name).default
 
@@ -326,15 +328,6 @@ def _adjoints(forward_name, backward_name):
     return forward_backward, backward_backward
 
 
-def _backward_kernel(grad_output, output_size, input_size, align_corners, scales_d, scales_h,
-                     scales_w):
-    if grad_output.device.type != "cpu":
-        return torch.ops.aten.upsample_trilinear3d_backward(
-            grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
-    return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
-                               scales_d, scales_h, scales_w)
-
-
 def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=None):
     """The forward on a CPU tensor into a new tensor of PyTorch's layout for it.
 
@@ -352,50 +345,6 @@ def _run_forward(x, output_size, align_corners, scales, num_threads=None, key=No
             _remember(key, _REFUSED)
         raise
     return _run_into(call, x.dtype, _memory_format(x), misaligned, num_threads, key)
-
-
-def _forward_kernel(x, output_size, align_corners, scales_d, scales_h, scales_w):
-    if x.device.type != "cpu":
-        return torch.ops.aten.upsample_trilinear3d(x, output_size, align_corners, scales_d,
-                                                   scales_h, scales_w)
-    return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
-
-
-def _enabled_forward_kernel(x, output_size, align_corners, scales_d, scales_h, scales_w):
-    if x.device.type != "cpu":
-        return torch.ops.aten.upsample_trilinear3d(x, output_size, align_corners, scales_d,
-                                                   scales_h, scales_w)
-    return _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
-
-
-def _enabled_backward_kernel(grad_output, output_size, input_size, align_corners, scales_d,
-                             scales_h, scales_w):
-    if grad_output.device.type != "cpu":
-        return torch.ops.aten.upsample_trilinear3d_backward(
-            grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w)
-    return _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d,
-                        scales_h, scales_w)
-
-
-# The drop-in's pair: this library's kernels whatever the switch says.
-_forward_formula, _backward_formula = _adjoints("upsample_trilinear3d",
-                                                "upsample_trilinear3d_backward")
-_forward_op = _define("upsample_trilinear3d", _FORWARD_SCHEMA, _forward_kernel,
-                      _forward_op_fake, _forward_formula, _forward_op_setup)
-_backward_op = _define("upsample_trilinear3d_backward", _BACKWARD_SCHEMA, _backward_kernel,
-                       _backward_op_fake, _backward_formula, _backward_op_setup)
-
-# enable()'s pair in compiled graphs: as the switch says when the code runs,
-# like the registered aten kernels -- this library's kernel while enabled,
-# PyTorch's after disable().
-_enabled_forward_formula, _enabled_backward_formula = _adjoints(
-    "enabled_upsample_trilinear3d", "enabled_upsample_trilinear3d_backward")
-_enabled_forward_op = _define("enabled_upsample_trilinear3d", _FORWARD_SCHEMA,
-                              _enabled_forward_kernel, _forward_op_fake,
-                              _enabled_forward_formula, _forward_op_setup)
-_enabled_backward_op = _define("enabled_upsample_trilinear3d_backward", _BACKWARD_SCHEMA,
-                               _enabled_backward_kernel, _backward_op_fake,
-                               _enabled_backward_formula, _backward_op_setup)
 
 
 # -- torch.func: the custom operators under vmap ---------------------------------
@@ -435,8 +384,6 @@ def _backward_op_vmap(info, in_dims, grad_output, output_size, input_size, align
     return _unfold(grad_input, batch), 0
 
 
-torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d", _forward_op_vmap)
-torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d_backward", _backward_op_vmap)
 
 
 # -- the differentiable upsampling ---------------------------------------------
@@ -901,6 +848,37 @@ def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=N
                                scales_d, scales_h, scales_w)
     return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
                                scales_d, scales_h, scales_w)
+
+
+# -- the custom operators, defined -------------------------------------------------
+#
+# After the kernels they run: the CPU kernel of each, and PyTorch's operator
+# for tensors on other devices.
+
+# The drop-in's pair: this library's kernels whatever the switch says.
+_forward_formula, _backward_formula = _adjoints("upsample_trilinear3d",
+                                                "upsample_trilinear3d_backward")
+_forward_op = _define("upsample_trilinear3d", _FORWARD_SCHEMA, _forward_or_fallback,
+                      torch.ops.aten.upsample_trilinear3d, _forward_op_fake, _forward_formula,
+                      _forward_op_setup)
+_backward_op = _define("upsample_trilinear3d_backward", _BACKWARD_SCHEMA, _kernel_or_fallback,
+                       torch.ops.aten.upsample_trilinear3d_backward, _backward_op_fake,
+                       _backward_formula, _backward_op_setup)
+torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d", _forward_op_vmap)
+torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d_backward", _backward_op_vmap)
+
+# enable()'s pair in compiled graphs: as the switch says when the code runs,
+# like the registered aten kernels -- this library's kernel while enabled,
+# PyTorch's after disable().
+_enabled_forward_formula, _enabled_backward_formula = _adjoints(
+    "enabled_upsample_trilinear3d", "enabled_upsample_trilinear3d_backward")
+_enabled_forward_op = _define("enabled_upsample_trilinear3d", _FORWARD_SCHEMA,
+                              _switched_forward, torch.ops.aten.upsample_trilinear3d,
+                              _forward_op_fake, _enabled_forward_formula, _forward_op_setup)
+_enabled_backward_op = _define("enabled_upsample_trilinear3d_backward", _BACKWARD_SCHEMA,
+                               _aten_kernel, torch.ops.aten.upsample_trilinear3d_backward,
+                               _backward_op_fake, _enabled_backward_formula,
+                               _backward_op_setup)
 
 
 class _Registration:
