@@ -63,7 +63,8 @@ rel = {n[len(root) + 1:] for n in names if n.startswith(root + "/")}
 need = [
     "pyproject.toml", "setup.py", "README.md", "CHANGELOG.md", "MANIFEST.in",
     "trilinear_bwd/_kernels.pxi", "trilinear_bwd/_kernel_helpers.pxd",
-    "trilinear_bwd/_kernels_baseline.pyx", "trilinear_bwd/_openmp_helpers.pyx",
+    "trilinear_bwd/_kernels_baseline.pyx", "trilinear_bwd/_native.pyx",
+    "trilinear_bwd/_kernel_plan.pyx", "trilinear_bwd/_kernel_plan.pxd",
     "tests/conftest.py", "tests/digests.json", "docs/conf.py", "docs/index.md",
     "docs/operator.md",
 ]

@@ -203,12 +203,12 @@ cd "$work/empty"
 "$venv/bin/python" - "$venv" <<'PY'
 import os, platform, sys
 import trilinear_bwd
-from trilinear_bwd import _dispatch, _openmp_helpers
+from trilinear_bwd import _dispatch, _native
 
 venv = os.path.realpath(sys.argv[1])
 assert platform.machine() == "aarch64", platform.machine()
-assert os.path.realpath(_openmp_helpers.__file__).startswith(venv + os.sep), _openmp_helpers.__file__
-assert _openmp_helpers.openmp_enabled(), "built without OpenMP"
+assert os.path.realpath(_native.__file__).startswith(venv + os.sep), _native.__file__
+assert _native.openmp_enabled(), "built without OpenMP"
 assert _dispatch.available_variants() == ["baseline"], _dispatch.available_variants()
 print(f"installed: trilinear_bwd {trilinear_bwd.__version__} on {platform.machine()}, "
       f"variants {_dispatch.available_variants()}")

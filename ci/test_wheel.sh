@@ -78,10 +78,10 @@ import os, sys
 
 venv, repo = (os.path.realpath(p) for p in sys.argv[1:])
 import trilinear_bwd
-from trilinear_bwd import _openmp_helpers
+from trilinear_bwd import _native
 
 for name, path in (("trilinear_bwd", trilinear_bwd.__file__),
-                   ("its extension", _openmp_helpers.__file__)):
+                   ("its extension", _native.__file__)):
     path = os.path.realpath(path)
     if not path.startswith(venv + os.sep):
         sys.exit(f"{name} was imported from {path}, not from the venv {venv}")

@@ -135,8 +135,8 @@ def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2, o
         call = check(BACKWARD, src, out, outs, (n, c) + ins, align_corners, scales)
     plan = make_plan(call, num_threads)
     ws = tb.alloc_workspace(plan.workspace_size)
-    _dispatch.kernel_module(variant).KernelPlan(plan.spec).run(
-        data_address(src), data_address(out), data_address(ws) if ws.size else 0, num_threads)
+    _dispatch.kernel_module(variant).run(
+        plan.kernel, data_address(src), data_address(out), data_address(ws) if ws.size else 0, num_threads)
     return out
 
 

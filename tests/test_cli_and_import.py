@@ -69,7 +69,7 @@ def test_import_adds_only_the_standard_library_beyond_numpy():
     )
     new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert "trilinear_bwd._openmp_helpers" in new  # the check can see the package
+    assert "trilinear_bwd._native" in new  # the check can see the package
     foreign = [m for m in new
                if m.split(".")[0] not in sys.stdlib_module_names
                and m.split(".")[0] != "trilinear_bwd"
@@ -115,7 +115,7 @@ def test_show_config_reports_build_and_runtime():
 def test_cpu_checks_agree_with_the_kernel():
     """The CPUID + XCR0 checks agree with Linux's flags, which the kernel clears
     for a vector extension whose register state it does not enable."""
-    from trilinear_bwd import _openmp_helpers
+    from trilinear_bwd import _native
 
     try:
         with open("/proc/cpuinfo") as f:
@@ -124,8 +124,8 @@ def test_cpu_checks_agree_with_the_kernel():
         pytest.skip("no flags line in /proc/cpuinfo (not x86?)")
     avx2 = {"avx", "avx2", "f16c"} <= set(flags)
     avx512 = avx2 and {"avx512f", "avx512bw", "avx512vl"} <= set(flags)
-    assert _openmp_helpers.cpu_has_avx2_f16c() == avx2
-    assert _openmp_helpers.cpu_has_avx512() == avx512
+    assert _native.cpu_has_avx2_f16c() == avx2
+    assert _native.cpu_has_avx512() == avx512
 
 
 def _variant_in_subprocess(kernel):
@@ -161,9 +161,9 @@ def test_kernel_variant_is_forced_by_the_environment():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_openmp_runtime_found_without_threadpoolctl():
     """Without threadpoolctl the runtime comes from the process's memory map."""
-    from trilinear_bwd import _openmp_helpers
+    from trilinear_bwd import _native
 
-    if not _openmp_helpers.openmp_enabled():
+    if not _native.openmp_enabled():
         pytest.skip("serial build: no OpenMP runtime to find")
     # Both the report and the memory map are read in one fresh process: this
     # one may have loaded other runtimes too (PyTorch's own libgomp, say).
@@ -222,10 +222,10 @@ def test_tests_run_against_installed_package():
     least carry its compiled extensions next to its Python files.
     """
     import trilinear_bwd
-    from trilinear_bwd import _openmp_helpers
+    from trilinear_bwd import _native
 
     pkg = os.path.dirname(os.path.realpath(trilinear_bwd.__file__))
-    assert os.path.dirname(os.path.realpath(_openmp_helpers.__file__)) == pkg
+    assert os.path.dirname(os.path.realpath(_native.__file__)) == pkg
     venv = os.environ.get("TRILINEAR_BWD_EXPECT_INSTALLED_IN")
     if venv:
         assert pkg.startswith(os.path.realpath(venv) + os.sep), pkg

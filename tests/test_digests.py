@@ -49,8 +49,8 @@ def test_variant_reproduces_the_table(variant):
 
 def test_expected_variants_are_built():
     """The digest test covers what this processor runs: AVX2 wherever it can."""
-    from trilinear_bwd import _openmp_helpers
+    from trilinear_bwd import _native
 
     assert "baseline" in VARIANTS
-    if _openmp_helpers.cpu_has_avx2_f16c():
+    if _native.cpu_has_avx2_f16c():
         assert "avx2" in VARIANTS

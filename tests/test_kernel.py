@@ -1,7 +1,5 @@
 """The kernels against the float64 reference, across shapes, dtypes, layouts and threads."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 from conftest import (
@@ -202,12 +200,13 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
                                (0, 0, 0)), n_threads)
     finally:
         _plan.streamed = rule
-    unit_rows = plan.spec.target[4][0] == 1 and plan.spec.target[4][3] == 1
-    assert plan.spec.stream == (stream and unit_rows)
+    row = plan.kernel.target_row
+    unit_rows = row[0] == 1 and row[3] == 1
+    assert plan.kernel.stream == (stream and unit_rows)
     ws = tb.alloc_workspace(plan.workspace_size)
     ws[...] = 0xFF
-    _dispatch.kernel_module(name).KernelPlan(plan.spec).run(
-        data_address(g), data_address(out), data_address(ws) if ws.size else 0, n_threads)
+    _dispatch.kernel_module(name).run(
+        plan.kernel, data_address(g), data_address(out), data_address(ws) if ws.size else 0, n_threads)
     return bits(out)
 
 
@@ -235,9 +234,9 @@ def test_tail_shapes_reach_every_w_read_path():
     for _, _, ins, outs in TAIL_SHAPES:
         for align_corners in (False, True):
             t = axis_table(ins[2], outs[2], align_corners, 0.0, np.float32, sentinel=outs[2])
-            modes |= set(np.unique(t["mode"]).tolist())
-            shared |= bool((t["block_window"] >= 0).any())
-            widths.add(t["width"])
+            modes |= set(np.unique(t.mode).tolist())
+            shared |= bool((t.block_window >= 0).any())
+            widths.add(t.width)
     assert modes == {GATHER, WINDOW8, WINDOW16, WINDOW32}
     assert shared
     assert min(widths) <= 8 < max(widths)
@@ -337,7 +336,7 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
         out = out_array((1, channels, 9, 11, 13), g.dtype, layout)
         size, ex = tb.get_workspace_size(src, (5, 6, 7), (1, channels, 9, 11, 13), False,
                                          0, 0, 0, out)
-        assert ex._plan.spec.stream
+        assert ex._plan.kernel.stream
         tb.execute(tb.alloc_workspace(size), size, ex)
         monkeypatch.undo()
         _plan.clear_plans()
@@ -360,10 +359,10 @@ def test_streaming_only_where_it_wins():
         out = np.empty((1, 2, 4, 4, w), np.float32)
         args = check(BACKWARD, g, out, (5, 6, 7), out.shape, False, (0, 0, 0))
         plan = make_plan(args, 1)
-        assert not plan.spec.stream                    # 64 KiB: far below the threshold
+        assert not plan.kernel.stream                    # 64 KiB: far below the threshold
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(_plan, "STREAM_BYTES", 0)
-            assert make_plan(args, 1).spec.stream == expected
+            assert make_plan(args, 1).kernel.stream == expected
 
 
 @pytest.mark.parametrize("align_corners", [False, True])
@@ -375,7 +374,7 @@ def test_ring_holds_every_row_the_h_pass_reads(align_corners, scale):
     for n_in in sizes:
         for n_out in sizes:
             t = axis_table(n_in, n_out, align_corners, scale, np.float32)
-            ptr, src = t["ptr"], t["src"]
+            ptr, src = t.ptr, t.src
             ring = ring_rows(ptr, src)
             assert 1 <= ring <= n_out
             slot, done = {}, -1
@@ -435,15 +434,16 @@ def test_one_call_writes_into_out():
     assert_matches_reference(out, g, (1, 2, 3, 3, 3))
 
 
-@pytest.mark.parametrize("planes", [0, 3])
-def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes):
+@pytest.mark.parametrize("planes", [3, 4])
+def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes, monkeypatch):
     """A plan asking an item for planes the kernel has no room for is a
     plan/kernel mismatch, refused when the KernelPlan is built."""
+    from trilinear_bwd import _plan
+
     g = in_layout(random_grad((1, 4, 6, 5, 4), "float32"), "ndhwc")
     out = out_array((1, 4, 16, 3, 2), g.dtype, "ndhwc")
-    spec = make_plan(check(BACKWARD, g, out, (6, 5, 4), (1, 4, 16, 3, 2), False, (0, 0, 0)),
-                     1).spec
-    assert spec.planes_per_item == 2
-    for name in _dispatch.available_variants():
-        with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):
-            _dispatch.kernel_module(name).KernelPlan(dataclasses.replace(spec, planes_per_item=planes))
+    call = check(BACKWARD, g, out, (6, 5, 4), (1, 4, 16, 3, 2), False, (0, 0, 0))
+    assert make_plan(call, 1).kernel.planes_per_item == 2
+    monkeypatch.setattr(_plan, "CHANNELS_LAST_PLANES_PER_ITEM", planes)
+    with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):
+        make_plan(call, 1)

@@ -21,14 +21,14 @@ I = (1, 2, 4, 4, 4)
 
 
 class _Recorder:
-    """Stands in for an executor's kernel plan: records the addresses each run gets."""
+    """Stands in for an executor's kernel: records the addresses each run gets."""
 
     def __init__(self, kernel):
         self.kernel, self.calls = kernel, []
 
-    def run(self, gout, gin, workspace, threads):
-        self.calls.append((gout, gin, workspace))
-        return self.kernel.run(gout, gin, workspace, threads)
+    def __call__(self, source, target, workspace, threads):
+        self.calls.append((source, target, workspace))
+        return self.kernel(source, target, workspace, threads)
 
 
 def _executor(g, gi):

@@ -134,9 +134,9 @@ def test_tables_equal_those_built_from_the_slow_coefficients(forward):
         n_t = n_out if forward else n_in
         order = np.argsort(target, kind="stable")
         table = _tables.axis_table(n_in, n_out, align, scale, np.float32, forward=forward)
-        assert np.array_equal(table["src"], source[order])
-        assert np.array_equal(table["weight"], weight[order])
-        assert np.array_equal(table["ptr"][1:], np.cumsum(np.bincount(target, minlength=n_t)))
+        assert np.array_equal(table.src, source[order])
+        assert np.array_equal(table.weight, weight[order])
+        assert np.array_equal(table.ptr[1:], np.cumsum(np.bincount(target, minlength=n_t)))
         t0, t1 = n_t // 3, max(n_t // 3 + 1, (2 * n_t) // 3)
         keep = (target >= t0) & (target < t1)
         if not keep.any():  # input points no output reads (downsampling)
@@ -146,8 +146,8 @@ def test_tables_equal_those_built_from_the_slow_coefficients(forward):
         win = _tables.axis_table(n_in, n_out, align, scale, np.float32, forward=forward,
                                  window=(t0, t1, s0))
         order = np.argsort(target[keep], kind="stable")
-        assert np.array_equal(win["src"], (source[keep] - s0)[order])
-        assert np.array_equal(win["weight"], weight[keep][order])
+        assert np.array_equal(win.src, (source[keep] - s0)[order])
+        assert np.array_equal(win.weight, weight[keep][order])
 
 
 # --------------------------------------------------------------------------

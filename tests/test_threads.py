@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import trilinear_bwd as tb
-from trilinear_bwd import _openmp_helpers
+from trilinear_bwd import _native
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
 needs_openmp = pytest.mark.skipif(
-    not _openmp_helpers.openmp_enabled(), reason="built without OpenMP: always one thread"
+    not _native.openmp_enabled(), reason="built without OpenMP: always one thread"
 )
 
 # Enough (slice, plane) work items and bytes (the default uses at most a thread
@@ -94,12 +94,12 @@ def test_threadpool_limits_sets_the_team_size():
 
 
 @needs_openmp
-@pytest.mark.skipif(_openmp_helpers.num_procs() < 2, reason="needs two or more cores")
+@pytest.mark.skipif(_native.num_procs() < 2, reason="needs two or more cores")
 def test_default_team_uses_more_than_one_thread():
     proc = run_python(TEAM_SIZE)
     assert proc.returncode == 0, proc.stderr
     n_items = SHAPE_IN[0] * SHAPE_IN[1] * SHAPE_IN[2]  # (slice, plane) work items
-    assert int(proc.stdout) == min(_openmp_helpers.num_procs(), n_items) > 1
+    assert int(proc.stdout) == min(_native.num_procs(), n_items) > 1
 
 
 @needs_openmp
@@ -188,7 +188,7 @@ def test_torch_dataloader_style_limit(torch):
     from threadpoolctl import threadpool_info
 
     runtimes = {i["filepath"] for i in threadpool_info() if i["user_api"] == "openmp"}
-    if len(runtimes) != 1 or not _openmp_helpers.openmp_enabled():
+    if len(runtimes) != 1 or not _native.openmp_enabled():
         pytest.skip(f"PyTorch and this library use different OpenMP runtimes: {runtimes}")
     saved = torch.get_num_threads()
     ex, ws, size = executor()

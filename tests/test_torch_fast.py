@@ -108,7 +108,7 @@ def test_a_changed_geometry_misses(op, change, monkeypatch):
         else:
             kwargs["scales"] = (6 / 9, 8 / 11, 10 / 13)
     else:
-        monkeypatch.setattr(tbt._openmp_helpers, "effective_n_threads", lambda n=None: 1)
+        monkeypatch.setattr(tbt._native, "effective_n_threads", lambda n=None: 1)
     got = _call(op, t, **kwargs)
     assert len(tbt._geometries) == 2
     # The miss computed its own geometry: PyTorch's kernel agrees within rounding.

@@ -20,7 +20,7 @@ Two ways to call it:
 """
 
 try:
-    from . import _openmp_helpers  # noqa: F401 - the first compiled module
+    from . import _native  # noqa: F401 - the first compiled module
 except ImportError as exc:  # pragma: no cover - depends on how the package was installed
     import os as _os
 

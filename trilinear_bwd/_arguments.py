@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import _openmp_helpers
+from . import _native
 from ._arrays import as_array, has_internal_overlap
 from ._coerce import as_int, as_real, as_scales, as_sequence, invalid
 from ._operator import check_5d
@@ -41,14 +41,14 @@ def resolve_num_threads(num_threads):
         negative integer counts back from the processor count (-1: all).
     """
     if num_threads is None:
-        return _openmp_helpers.effective_n_threads(None)
+        return _native.effective_n_threads(None)
     num_threads = as_int(num_threads, "num_threads")
     if num_threads == 0 or abs(num_threads) > MAX_THREADS:
         raise invalid(
             f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
             f"got {num_threads}"
         )
-    return _openmp_helpers.effective_n_threads(num_threads)
+    return _native.effective_n_threads(num_threads)
 
 
 def checked_workspace(workspace, workspace_size, required, call):

@@ -1,5 +1,5 @@
 # The constants of _constants.h for Cython: declared once, here, and cimported
-# by the kernels (_kernel_helpers.pxd, _kernels.pxi) and by _openmp_helpers.pyx,
+# by the kernels (_kernel_helpers.pxd, _kernels.pxi) and by _native.pyx,
 # which hands their values to Python (trilinear_bwd._constants).
 
 cdef extern from "_constants.h":

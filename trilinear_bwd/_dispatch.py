@@ -7,14 +7,14 @@ not available here gives a ``RuntimeWarning`` and the fastest one runs.
 
 import contextlib
 
-from . import _environ, _fork, _openmp_helpers
+from . import _environ, _fork, _native
 
 # Fastest first; each but the baseline needs the processor (and OS) support
 # its test reports.
 VARIANTS = ("avx512", "avx2", "baseline")
 _SUPPORTED = {
-    "avx512": _openmp_helpers.cpu_has_avx512,
-    "avx2": _openmp_helpers.cpu_has_avx2_f16c,
+    "avx512": _native.cpu_has_avx512,
+    "avx2": _native.cpu_has_avx2_f16c,
     "baseline": lambda: True,
 }
 _chosen = None

@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from . import _dispatch, _fork, _memory, _openmp_helpers
+from . import _dispatch, _fork, _memory, _native
 from ._arguments import checked_workspace, resolve_num_threads, workspace_size_argument
 from ._arrays import data_address, kind_of
 from ._constants import LINE
@@ -371,7 +371,7 @@ def team_size(n_slots, nbytes, requested, follow_default):
     if not follow_default:
         return min(requested, n_slots)
     cap = max(1, nbytes // BYTES_PER_THREAD)
-    return max(1, min(_openmp_helpers.effective_n_threads(None), n_slots, cap))
+    return max(1, min(_native.effective_n_threads(None), n_slots, cap))
 
 
 def run_kernel(kernel, call, workspace, threads, checks=(), addresses=None):
@@ -388,7 +388,7 @@ def run_kernel(kernel, call, workspace, threads, checks=(), addresses=None):
     for memory in checks:
         memory.check()
     source, target = call.addresses() if addresses is None else addresses
-    team = kernel.run(source, target, workspace, _fork_safe_threads(threads))
+    team = kernel(source, target, workspace, _fork_safe_threads(threads))
     _team_started = _team_started or team > 1
     if call.bindings:
         written = call.op.target

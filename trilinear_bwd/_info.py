@@ -36,10 +36,10 @@ def config():
 
     import numpy as np
 
-    from . import _dispatch, _openmp_helpers
+    from . import _dispatch, _native
     from ._version import __version__
 
-    omp_macro = _openmp_helpers.openmp_version()
+    omp_macro = _native.openmp_version()
     env = {name: os.environ[name]
            for name in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT", "OMP_DYNAMIC",
                         "TRILINEAR_BWD_KERNEL")
@@ -49,14 +49,14 @@ def config():
         "python": sys.version.split()[0],
         "numpy": np.__version__,
         "platform": f"{platform.system()} {platform.machine()}",
-        "openmp": _openmp_helpers.openmp_enabled(),
+        "openmp": _native.openmp_enabled(),
         "openmp_version": (f"{omp_macro} (OpenMP {_OPENMP_VERSIONS.get(omp_macro, '?')})"
                            if omp_macro else "none (serial build)"),
         "openmp_runtime": openmp_runtimes(),
-        "default_threads": _openmp_helpers.effective_n_threads(None),
-        "processors": _openmp_helpers.num_procs(),
-        "cpu_avx2_f16c": _openmp_helpers.cpu_has_avx2_f16c(),
-        "cpu_avx512": _openmp_helpers.cpu_has_avx512(),
+        "default_threads": _native.effective_n_threads(None),
+        "processors": _native.num_procs(),
+        "cpu_avx2_f16c": _native.cpu_has_avx2_f16c(),
+        "cpu_avx512": _native.cpu_has_avx512(),
         "kernel_variants": _dispatch.available_variants(),
         "active_variant": _dispatch.active_variant(),
         "environment": env or "no OMP_* or TRILINEAR_BWD_KERNEL variables set",

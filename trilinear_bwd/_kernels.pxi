@@ -11,7 +11,7 @@
 # across threads - over slices, or inside one slice when there are few -
 # computes every value with the same operations in the same order.
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint16_t, uintptr_t
+from libc.stdint cimport int64_t, uint16_t, uintptr_t
 from cython cimport floating
 from cython.parallel cimport prange
 
@@ -26,11 +26,8 @@ from trilinear_bwd._constants_h cimport (
     TB_READ_FLOAT16,
     TB_READ_IN_PLACE,
 )
+from trilinear_bwd._kernel_plan cimport KernelPlan, Problem
 from trilinear_bwd._kernel_helpers cimport (
-    Axis,
-    Problem,
-    Row,
-    Volume,
     axpy,
     axpy2,
     fill_zero,
@@ -264,106 +261,33 @@ cdef void _run(const Problem* p, const char* source, char* target, char* ws,
             _item[float](p, source, target, <float*> (base + tid * p.slot_bytes), item)
 
 
-cdef void _fill_axis(Axis* ax, dict tables, object keep) except *:
-    ptr = np.ascontiguousarray(tables["ptr"], dtype=np.int64)
-    src = np.ascontiguousarray(tables["src"], dtype=np.int64)
-    weight = np.ascontiguousarray(tables["weight"])
-    padded_src = np.ascontiguousarray(tables["padded_src"], dtype=np.int32)
-    padded_weight = np.ascontiguousarray(tables["padded_weight"])
-    padded_rel = np.ascontiguousarray(tables["padded_rel"], dtype=np.int32)
-    window = np.ascontiguousarray(tables["window"], dtype=np.int32)
-    mode = np.ascontiguousarray(tables["mode"], dtype=np.int8)
-    block_window = np.ascontiguousarray(tables["block_window"], dtype=np.int32)
-    keep.extend((ptr, src, weight, padded_src, padded_weight, padded_rel, window, mode,
-                 block_window))
-    ax.n_in = ptr.shape[0] - 1
-    ax.ptr = <const int64_t*> <uintptr_t> ptr.ctypes.data
-    ax.src = <const int64_t*> <uintptr_t> src.ctypes.data
-    ax.weight = <const void*> <uintptr_t> weight.ctypes.data
-    ax.width = tables["width"]
-    ax.padded_src = <const int32_t*> <uintptr_t> padded_src.ctypes.data
-    ax.padded_weight = <const void*> <uintptr_t> padded_weight.ctypes.data
-    ax.padded_rel = <const int32_t*> <uintptr_t> padded_rel.ctypes.data
-    ax.window = <const int32_t*> <uintptr_t> window.ctypes.data
-    ax.mode = <const int8_t*> <uintptr_t> mode.ctypes.data
-    ax.block_window = <const int32_t*> <uintptr_t> block_window.ctypes.data
+def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t workspace,
+        int n_threads):
+    """Compute the target array at address ``target`` from the source at ``source``.
 
+    Parameters
+    ----------
+    plan : trilinear_bwd._kernel_plan.KernelPlan
+        The geometry's plan (``trilinear_bwd._plan.make_plan``).
+    source, target, workspace : int
+        Addresses of element [0, 0, 0, 0, 0] of each array and of the
+        workspace's first byte.
+    n_threads : int
+        Team size; at most the number of slots the workspace was sized for.
 
-cdef void _fill_volume(Volume* vol, tuple s) except *:
-    vol.s_b1, vol.s_b2, vol.s_d, vol.s_h = s[0], s[1], s[2], s[3]
-    vol.row.n_outer, vol.row.s_outer, vol.row.n_inner, vol.row.s_inner = s[4]
-
-
-cdef class KernelPlan:
-    """A validated problem, frozen into the C struct the kernel reads.
-
-    Built from the typed ``trilinear_bwd._plan.KernelSpec`` of already-checked
-    values, copied once into the C struct; it performs no validation of its
-    own.  ``run`` releases the GIL.
+    Returns
+    -------
+    int
+        The number of threads that computed part of the result.
     """
-
-    cdef Problem p
-    cdef list _keep
-
-    def __cinit__(self, spec):
-        self._keep = []
-        self.p.dtype = spec.dtype_code
-        self.p.read_mode = spec.read_mode
-        self.p.stream = spec.stream
-        self.p.plane_run = spec.plane_run
-        self.p.out_direct = spec.out_direct
-        self.p.nb2 = spec.nb2
-        self.p.n_items = spec.n_items
-        self.p.oh = spec.oh
-        self.p.ring = spec.ring
-        ring_src = np.ascontiguousarray(spec.axis_h["src"] % self.p.ring, dtype=np.int64)
-        self._keep.append(ring_src)
-        self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
-        self.p.id = spec.id
-        self.p.planes_per_item = spec.planes_per_item
-        if not 1 <= self.p.planes_per_item <= TB_MAX_PLANES_PER_ITEM:  # a plan/kernel mismatch
-            raise ValueError(f"planes_per_item must be 1..{<int> TB_MAX_PLANES_PER_ITEM}, "
-                             f"got {self.p.planes_per_item}")
-        self.p.ih = spec.ih
-        self.p.v = spec.v
-        self.p.L = spec.L
-        _fill_volume(&self.p.source, spec.source)
-        _fill_volume(&self.p.target, spec.target)
-        _fill_axis(&self.p.ax_d, spec.axis_d, self._keep)
-        _fill_axis(&self.p.ax_h, spec.axis_h, self._keep)
-        _fill_axis(&self.p.ax_w, spec.axis_w, self._keep)
-        self.p.off_acch = spec.off_acch
-        self.p.h_stride = spec.h_stride
-        self.p.off_conv = spec.off_conv
-        self.p.off_out = spec.off_out
-        self.p.off_narrow = spec.off_narrow
-        self.p.slot_bytes = spec.slot_bytes
-        self.p.w_rows = spec.w_rows
-
-    def run(self, uintptr_t source, uintptr_t target, uintptr_t workspace, int n_threads):
-        """Compute the target array at address ``target`` from the source at ``source``.
-
-        Parameters
-        ----------
-        source, target, workspace : int
-            Addresses of element [0, 0, 0, 0, 0] of each array and of the
-            workspace's first byte.
-        n_threads : int
-            Team size; at most the number of slots the workspace was sized for.
-
-        Returns
-        -------
-        int
-            The number of threads that computed part of the result.
-        """
-        if self.p.n_items == 0:
-            return 0
-        seen = bytearray(n_threads)
-        cdef char* flags = seen
-        with nogil:
-            _run(&self.p, <const char*> source, <char*> target, <char*> workspace, n_threads,
-                 flags)
-        return len(seen) - seen.count(0)
+    cdef const Problem* p = &plan.p
+    if p.n_items == 0:
+        return 0
+    seen = bytearray(n_threads)
+    cdef char* flags = seen
+    with nogil:
+        _run(p, <const char*> source, <char*> target, <char*> workspace, n_threads, flags)
+    return len(seen) - seen.count(0)
 
 
 def has_f16c():

@@ -40,6 +40,7 @@ plus 64 bytes so that an unaligned workspace can be aligned inside.
 """
 
 import collections
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ import numpy as np
 
 from . import _fork
 from ._arrays import is_channels_last
+from ._kernel_plan import KernelPlan
 from ._constants import (
     DT_BFLOAT16,
     DT_FLOAT16,
@@ -159,49 +161,14 @@ def _volume(arr, channels_last):
 
 
 @dataclass(frozen=True)
-class KernelSpec:
-    """The typed plan the Cython ``KernelPlan`` copies into its C struct, field by field.
-
-    One field per member of ``Problem`` in ``_kernels.pxi`` (whose comments
-    say what each holds); built once per geometry by :func:`make_plan`.
-    """
-
-    dtype_code: int          # DT_* (_constants)
-    read_mode: int           # READ_* (_constants): how the D pass reads source rows
-    stream: bool             # target written with streaming stores
-    plane_run: bool          # a source plane is one run of rows
-    out_direct: bool         # the W pass writes target rows in place
-    nb2: int                 # slices per batch element (C, or 1 channels-last)
-    n_items: int             # work items
-    planes_per_item: int     # input planes per channels-last item
-    oh: int
-    ring: int                # D-summed rows kept per channels-last plane
-    id: int
-    ih: int
-    v: int                   # channels per row element (C channels-last, else 1)
-    L: int                   # elements per row (oW * v)
-    source: tuple            # source strides (see _volume)
-    target: tuple            # target strides
-    axis_d: dict             # per-axis tables (_tables.axis_table)
-    axis_h: dict
-    axis_w: dict
-    off_acch: int            # workspace offsets inside a slot, in elements
-    h_stride: int
-    off_conv: int
-    off_out: int
-    off_narrow: int          # in bytes
-    slot_bytes: int
-    w_rows: int              # channels-first rows per W pass call
-
-
-@dataclass(frozen=True)
 class Plan:
     """Everything phase two needs, decided at phase one.
 
     Attributes
     ----------
-    spec : KernelSpec
-        The typed values the Cython ``KernelPlan`` is built from.
+    kernel : trilinear_bwd._kernel_plan.KernelPlan
+        The typed plan every kernel variant's ``run`` reads: the C struct,
+        filled once.
     n_slots : int
         Thread slots in the workspace: the most threads a run may use.
     workspace_size : int
@@ -210,7 +177,7 @@ class Plan:
         The layout mode chosen from the source.
     """
 
-    spec: KernelSpec
+    kernel: KernelPlan
     n_slots: int
     workspace_size: int
     channels_last: bool
@@ -267,13 +234,13 @@ def make_plan(call, n_threads):
     # 16-bit channels-first rows are rounded and written in place by the
     # padded gather too (_w_gather.h); the unpadded W pass needs the buffer.
     out_direct = out_direct or (unit_rows and v == 1 and not wide
-                                and tables[2]["width"] > 0)
+                                and tables[2].width > 0)
     # Each acc_h row keeps the zero sentinel of the padded W table and 32
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
     h_stride = _round_up((length + 1 + W_SPARE) * acc.itemsize) // acc.itemsize
     conv = 2 * length if read_mode == READ_CONVERT else 0
     # Channels-last reduces each H row over W at once: one acc_h row suffices.
-    ring = ring_rows(tables[1]["ptr"], tables[1]["src"]) if v > 1 else oh
+    ring = ring_rows(tables[1].ptr, tables[1].src) if v > 1 else oh
     # Channels-last items take two input planes row by row (see _kernels.pxi),
     # unless that would leave fewer than 4 items per thread to balance.
     slices = n if channels_last else n * c
@@ -299,22 +266,21 @@ def make_plan(call, n_threads):
     n_items = slices * -(-id_ // per_item)
     n_slots = max(1, min(n_threads, n_items))
     workspace = n_slots * slot + LINE if n_items else 0
-    spec = KernelSpec(
-        dtype_code=call.dtype_code, read_mode=read_mode, stream=stream, plane_run=plane_run,
+    kernel = KernelPlan(
+        dtype=call.dtype_code, read_mode=read_mode, plane_run=plane_run, stream=stream,
         out_direct=out_direct, nb2=1 if channels_last else c, n_items=n_items,
         planes_per_item=per_item, oh=oh, ring=ring, id=id_, ih=ih, v=v, L=length,
-        source=source_volume, target=target_volume,
-        axis_d=tables[0], axis_h=tables[1], axis_w=tables[2],
-        off_acch=offsets[1], h_stride=h_stride, off_conv=offsets[2], off_out=offsets[3],
+        source=source_volume, target=target_volume, tables=tuple(tables),
+        h_stride=h_stride, off_acch=offsets[1], off_conv=offsets[2], off_out=offsets[3],
         off_narrow=offsets[4], slot_bytes=slot, w_rows=w_rows,
     )
-    return Plan(spec, n_slots, workspace, channels_last)
+    return Plan(kernel, n_slots, workspace, channels_last)
 
 
-# Plans of recent geometries, with the kernel's frozen copy of each: the
-# second call with the same shapes, strides, dtype, sizes, flags and thread
-# count skips straight to the kernel.  A kernel plan holds no addresses and
-# its run() only reads it, so one may serve any number of calls at once.
+# Plans of recent geometries, each with a variant's ``run`` bound to it: the
+# second call with the same shapes, strides, dtype, sizes, flags, thread
+# count and variant skips straight to the kernel.  A plan holds no addresses
+# and a run only reads it, so one may serve any number of calls at once.
 PLAN_CACHE_SIZE = 64
 _plans = collections.OrderedDict()
 _plans_lock = threading.Lock()
@@ -322,7 +288,7 @@ _fork.renew(globals(), "_plans_lock", threading.Lock)
 
 
 def planned(call, n_threads, kernel_module):
-    """Return ``(plan, kernel_plan)`` for a checked call, from the cache when it can.
+    """Return ``(plan, kernel)`` for a checked call, from the cache when it can.
 
     Parameters
     ----------
@@ -331,6 +297,13 @@ def planned(call, n_threads, kernel_module):
         The team size the caller asked for (>= 1).
     kernel_module : module
         The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
+
+    Returns
+    -------
+    plan : Plan
+    kernel : callable
+        ``kernel(source, target, workspace, n_threads)``: the variant's
+        ``run`` with ``plan.kernel`` bound (addresses in, team size out).
     """
     go, gi = call.source, call.target
     # The shapes give the sizes, except for a Dask block (a window of a
@@ -345,7 +318,7 @@ def planned(call, n_threads, kernel_module):
             _plans.move_to_end(key)
             return hit
     plan = make_plan(call, n_threads)
-    hit = (plan, kernel_module.KernelPlan(plan.spec))
+    hit = (plan, functools.partial(kernel_module.run, plan.kernel))
     with _plans_lock:
         _plans[key] = hit
         if len(_plans) > PLAN_CACHE_SIZE:

@@ -9,6 +9,7 @@ whole axis's terms (:class:`AxisTerms`) instead of rebuilding the axis.
 
 import collections
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -358,7 +359,7 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
 
     Returns
     -------
-    dict
+    AxisTable
         ``ptr`` (int64, targets + 1), ``src`` (int64, one per term: 2 * n_out,
         fewer in a window) and ``weight`` (``dtype``, likewise), and the padded
         table (``width`` terms per point; 0 without a sentinel, or past
@@ -377,8 +378,7 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
         else:
             ptr, src, weight = terms.cut(*window)
         table = _padded_table(ptr, src, weight, sentinel)
-        _cache.put(key, table, sum(v.nbytes for v in table.values()
-                                   if isinstance(v, np.ndarray)))
+        _cache.put(key, table, table.nbytes)
     return table
 
 
@@ -549,6 +549,58 @@ def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop,
                       storage).source_range(start, stop)
 
 
+@dataclass(frozen=True, eq=False)
+class AxisTable:
+    """The kernel's table of one axis (or window), in the C ``Axis`` struct's field order.
+
+    Built by :func:`axis_table`; the typed plan (``_kernel_plan.KernelPlan``)
+    takes the address of each array once.  Every array is C-contiguous,
+    read-only and of the dtype the struct names.  Compared by identity
+    (``eq=False``): arrays have no truth value to compare with.
+
+    Attributes
+    ----------
+    ptr, src : ndarray of int64
+        Gather form: target point ``i`` receives the terms
+        ``ptr[i] <= t < ptr[i+1]``, each ``weight[t] * source[src[t]]``.
+    weight : ndarray of the accumulation type
+    width : int
+        Terms per point of the padded table (0: not padded; the W pass
+        walks the gather form).
+    padded_src, padded_rel : ndarray of int32
+    padded_weight : ndarray of the accumulation type
+        The padded table, blocked by ``W_BLOCK`` points, k-major in a block.
+    window, block_window : ndarray of int32
+    mode : ndarray of int8
+        How the vector W pass reads each (block, k) (``GATHER``, ``WINDOW*``).
+    """
+
+    __slots__ = ("ptr", "src", "weight", "width", "padded_src", "padded_weight",
+                 "padded_rel", "window", "mode", "block_window")
+
+    ptr: np.ndarray
+    src: np.ndarray
+    weight: np.ndarray
+    width: int
+    padded_src: np.ndarray
+    padded_weight: np.ndarray
+    padded_rel: np.ndarray
+    window: np.ndarray
+    mode: np.ndarray
+    block_window: np.ndarray
+
+    def __post_init__(self):
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
+    @property
+    def nbytes(self):
+        """Bytes of the table's arrays (what the table cache counts)."""
+        return sum(getattr(self, name).nbytes for name in self.__slots__ if name != "width")
+
+
 def _padded_table(ptr, src, weight, sentinel):
     """The kernel's table of one axis (or window) from its CSR terms."""
     n_targets = ptr.size - 1
@@ -559,7 +611,6 @@ def _padded_table(ptr, src, weight, sentinel):
     src = np.ascontiguousarray(src)
     weight = np.ascontiguousarray(weight)
     width = int(counts.max()) if n_targets else 0
-    table = {"ptr": ptr, "src": src, "weight": weight}
     blocks = -(-n_targets // W_BLOCK)
     if sentinel is None or blocks * W_BLOCK * width > PADDED_LIMIT * (n_terms + blocks * W_BLOCK):
         width = 0
@@ -606,10 +657,9 @@ def _padded_table(ptr, src, weight, sentinel):
     padded_rel = k_major(padded_rel)
     window = window.ravel()
     mode = mode.ravel()
-    table.update(width=width, padded_src=padded_src, padded_weight=padded_weight,
-                 padded_rel=padded_rel, window=window, mode=mode, block_window=block_window)
-    for value in table.values():
-        if isinstance(value, np.ndarray):
-            value.flags.writeable = False
-    return table
+    return AxisTable(
+        ptr=np.ascontiguousarray(ptr, dtype=np.int64), src=src.astype(np.int64, copy=False),
+        weight=weight, width=width, padded_src=padded_src, padded_weight=padded_weight,
+        padded_rel=padded_rel, window=np.ascontiguousarray(window), mode=mode,
+        block_window=block_window)
 

@@ -46,7 +46,7 @@ import torch.autograd.forward_ad as _forward_ad
 import torch.nn.functional as F
 from torch._C import DispatchKey
 
-from . import _dispatch, _fork, _openmp_helpers, _torch_compile, _torch_pool
+from . import _dispatch, _fork, _native, _torch_compile, _torch_pool
 from ._api import run_checked
 from ._arrays import as_array, is_misaligned
 from ._coerce import as_scale
@@ -735,7 +735,7 @@ def _run_geometry(geometry, source):
     if result.stride() != geometry.strides or target % geometry.itemsize:
         return None
     buf, workspace = scratch_workspace(geometry.workspace_size)
-    geometry.kernel.run(address, target, workspace, _fork_safe_threads(geometry.threads))
+    geometry.kernel(address, target, workspace, _fork_safe_threads(geometry.threads))
     del buf   # held until the kernel returned
     return result
 
@@ -745,7 +745,7 @@ def _kernel_or_fallback(grad_output, output_size, input_size, align_corners, sca
     """This library's kernel; PyTorch's for the calls its contract refuses."""
     key = ("b", grad_output.shape, grad_output.stride(), grad_output.dtype,
            tuple(output_size), tuple(input_size), align_corners, scales_d, scales_h,
-           scales_w, _openmp_helpers.effective_n_threads(None), _dispatch.kernel_module())
+           scales_w, _native.effective_n_threads(None), _dispatch.kernel_module())
     geometry = _geometries.get(key)
     if geometry is _REFUSED:
         _calls["fallback"] += 1
@@ -793,7 +793,7 @@ def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_
 def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w):
     """This library's forward; PyTorch's for the calls its contract refuses."""
     key = ("f", x.shape, x.stride(), x.dtype, tuple(output_size), align_corners, scales_d,
-           scales_h, scales_w, _openmp_helpers.effective_n_threads(None),
+           scales_h, scales_w, _native.effective_n_threads(None),
            _dispatch.kernel_module())
     geometry = _geometries.get(key)
     if geometry is _REFUSED:

@@ -1,4 +1,9 @@
-"""The always-built helpers: thread-count resolution, build facts, the shared constants, addresses."""
+"""The always-built native helpers: what only compiled code can answer.
+
+OpenMP (whether it is there, its team sizes, the one resolution of a
+``num_threads``), the processor's and OS's vector support, the constants
+of ``_constants.h``, and the address of an array's first element.
+"""
 
 cimport numpy as cnp
 
