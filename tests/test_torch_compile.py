@@ -56,7 +56,7 @@ def test_inductor_runs_this_librarys_kernels(fresh_dynamo, dynamic, layout, alig
         return F.interpolate(v, scale_factor=2, mode="trilinear", align_corners=align_corners)
 
     gen = torch.Generator().manual_seed(0)
-    shapes = [(2, 5, 6, 7, 8), (1, 3, 5, 4, 6)]      # the second: a recompile or a new size
+    shapes = [(2, 5, 6, 7, 8), (1, 3, 7, 6, 8)]      # the second: a recompile or a new size
     compiled = torch.compile(layer, dynamic=dynamic)
     for shape in shapes:
         x0 = torch.randn(shape, generator=gen).contiguous(memory_format=FORMATS[layout])
@@ -102,7 +102,7 @@ def _graphs_script(body):
         def layer(v):
             return F.interpolate(v, scale_factor=2, mode="trilinear")
 
-        x = torch.randn(1, 2, 4, 4, 4, requires_grad=True)
+        x = torch.randn(2, 4, 5, 5, 5, requires_grad=True)
         out = {}
     """) + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
 
@@ -140,7 +140,7 @@ def test_graphs_traced_while_disabled_are_pytorchs():
 def test_compiled_code_follows_the_switch_it_was_traced_in(fresh_dynamo):
     compiled = torch.compile(lambda v: F.interpolate(v, scale_factor=2, mode="trilinear"),
                              backend="aot_eager")
-    x = torch.randn(1, 2, 4, 4, 4, requires_grad=True)
+    x = torch.randn(2, 4, 5, 5, 5, requires_grad=True)
     expected = F.interpolate(x, scale_factor=2, mode="trilinear")
     expected_grad, = torch.autograd.grad(expected.sum(), x)
 
@@ -165,13 +165,57 @@ def test_compiled_code_follows_the_switch_it_was_traced_in(fresh_dynamo):
     assert run()[0] == (1, 1)
 
 
+def test_tiny_static_calls_are_traced_as_pytorchs_code(fresh_dynamo):
+    # Under enable(), a call of static shapes with fewer than PYTORCH_BELOW
+    # output elements compiles to PyTorch's decomposition, counted at trace
+    # time; the same call with symbolic sizes gets the operators.
+    def layer(v):
+        return F.interpolate(v, scale_factor=2, mode="trilinear")
+
+    x = torch.randn(1, 2, 4, 4, 4, requires_grad=True)          # 1,024 output elements
+    expected = layer(x)
+    expected_grad, = torch.autograd.grad(expected.sum(), x)
+    with tbt.enabled():
+        traced = tbt.call_counts()["traced_to_pytorch"]
+        before = _counts()
+        y = torch.compile(layer, dynamic=False, backend="aot_eager")(x)
+        grad, = torch.autograd.grad(y.sum(), x)
+        assert _moved(before) == (0, 0)
+        assert tbt.call_counts()["traced_to_pytorch"] > traced
+        torch._dynamo.reset()
+        before = _counts()
+        y_dyn = torch.compile(layer, dynamic=True, backend="aot_eager")(x)
+        grad_dyn, = torch.autograd.grad(y_dyn.sum(), x)
+        assert _moved(before) == (1, 1)
+    torch.testing.assert_close(y, expected)
+    torch.testing.assert_close(grad, expected_grad)
+    torch.testing.assert_close(y_dyn, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(grad_dyn, expected_grad, rtol=1e-6, atol=1e-6)
+
+
+def test_the_tiny_rule_counts_concrete_output_elements():
+    from trilinear_bwd import _torch_compile
+
+    below = _torch_compile.PYTORCH_BELOW
+    assert below == 4096                                       # docs/torch.md's number
+    assert _torch_compile.tiny((1, 1, 4, 4, 4), (16, 16, 15))  # 3,840
+    assert not _torch_compile.tiny((1, 1, 4, 4, 4), (16, 16, 16))
+    assert not _torch_compile.tiny((2, 4, 5, 5, 5), (10, 10, 10))
+
+    class Symbolic:                                            # stands in for a SymInt
+        pass
+
+    assert not _torch_compile.tiny((1, Symbolic(), 2, 2, 2), (4, 4, 4))
+    assert not _torch_compile.tiny((1, 1, 2, 2, 2), (Symbolic(), 4, 4))
+
+
 def test_the_first_enable_discards_frames_compiled_before_it():
     out = _run(textwrap.dedent("""
         import json
         import torch, torch.nn.functional as F
         compiled = torch.compile(lambda v: F.interpolate(v, scale_factor=2, mode="trilinear"),
                                  backend="aot_eager")
-        x = torch.randn(1, 2, 4, 4, 4, requires_grad=True)
+        x = torch.randn(2, 4, 5, 5, 5, requires_grad=True)
         compiled(x).sum().backward()                  # traced before the import
         import trilinear_bwd.torch as tbt
         tbt.enable()
@@ -207,7 +251,7 @@ def test_a_cached_graph_of_the_other_state_is_not_reused(tmp_path):
             import trilinear_bwd.torch as tbt
             tbt.enable()
         compiled = torch.compile(lambda v: F.interpolate(v, scale_factor=2, mode="trilinear"))
-        x = torch.randn(1, 3, 5, 5, 5, requires_grad=True)
+        x = torch.randn(2, 3, 5, 5, 5, requires_grad=True)
         compiled(x).sum().backward()
         counts = tbt.call_counts() if sys.argv[1] == "enabled" else {}
         print(json.dumps(counts))
@@ -299,9 +343,9 @@ def test_the_compiled_table_runs_this_librarys_kernels(fresh_dynamo):
     # it says (no timing is asserted).
     from trilinear_bwd import _bench_calls
 
-    case = ("layer x2", "layer", (1, 2, 4, 4, 4), "NDHWC", False)
+    case = ("layer x2", "layer", (2, 4, 5, 5, 5), "NDHWC", False)
     rows = _bench_calls.measure_compiled(rounds=1, cases=(case,))
     assert [r["calls"] for r in rows] == [(1, 1)]
     table = _bench_calls.format_compiled(rows)
-    assert table.count("\n") == 2 and "(1, 2, 4, 4, 4)" in table
+    assert table.count("\n") == 2 and "(2, 4, 5, 5, 5)" in table
     assert not tbt.is_enabled()

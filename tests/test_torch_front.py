@@ -442,8 +442,8 @@ def test_compile_backends_served_as_documented(restore_pytorch_kernel, front, ba
     else:
         def fn(v):
             return tbt.upsample_trilinear3d(v, scale_factor=2)
-    x0 = torch.randn(1, 2, 4, 4, 4)
-    g = torch.randn(1, 2, 8, 8, 8)
+    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (_torch_compile.PYTORCH_BELOW)
+    g = torch.randn(2, 4, 10, 10, 10)
     x_ref = x0.clone().requires_grad_()
     F.interpolate(x_ref, scale_factor=2, mode="trilinear").backward(g)
     torch._dynamo.reset()

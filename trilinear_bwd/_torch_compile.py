@@ -39,6 +39,7 @@ are served; ``tests/test_torch_compile.py`` fails if a PyTorch upgrade routes
 ``F.interpolate`` around the hook.
 """
 
+import math
 import sys
 
 import torch
@@ -46,6 +47,14 @@ from torch._C import DispatchKey
 
 # Appended to torch.compiler.config.cache_key_tag while enable() is in effect.
 CACHE_TAG = "+trilinear_bwd.enable"
+
+# A call of static shapes whose output has fewer elements than this is
+# traced as PyTorch's decomposition even while enabled: inductor's fused loop
+# for it costs less than the two operator calls (docs/performance.md,
+# "Compiled models", the tiny layers' sweep; docs/torch.md says what it means
+# for the numerics).  Symbolic shapes (dynamic=True) always get the operators:
+# deciding on a symbolic size would add a guard to the graph.
+PYTORCH_BELOW = 4096
 
 _KEYS = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
 _VEC = torch.ops.aten.upsample_trilinear3d.vec
@@ -61,13 +70,38 @@ def _output_size(input, output_size, scale_factors):
     return upsample_compute_output_size(input.size(), output_size, scale_factors)
 
 
-def _hook(key, is_enabled, emit):
+def tiny(input_shape, output_size):
+    """Whether a traced call is left to PyTorch's decomposition by :data:`PYTORCH_BELOW`.
+
+    Parameters
+    ----------
+    input_shape : sequence of int or SymInt
+        The 5-D input's shape.
+    output_size : sequence of int or SymInt
+        ``(oD, oH, oW)``.
+
+    Returns
+    -------
+    bool
+        True only for concrete sizes whose output has fewer than
+        :data:`PYTORCH_BELOW` elements; never for a symbolic one.
+    """
+    dims = (*input_shape[:2], *output_size)
+    if not all(type(d) is int for d in dims):
+        return False
+    return math.prod(dims) < PYTORCH_BELOW
+
+
+def _hook(key, is_enabled, emit, handed):
     pytorch_entry = _pytorch_entries[key]
 
     def upsample_trilinear3d_vec(input, output_size, align_corners, scale_factors):
         if not is_enabled() or input.device.type != "cpu" or input.dim() != 5:
             return pytorch_entry(input, output_size, align_corners, scale_factors)
         size = _output_size(input, output_size, scale_factors)
+        if tiny(input.shape, size):
+            handed()
+            return pytorch_entry(input, output_size, align_corners, scale_factors)
         scales = list(scale_factors) if scale_factors else [None] * 3
         return emit(input, size, align_corners, *scales)
 
@@ -75,7 +109,7 @@ def _hook(key, is_enabled, emit):
     return upsample_trilinear3d_vec
 
 
-def install(is_enabled, emit):
+def install(is_enabled, emit, handed):
     """Put the hook in place of PyTorch's Python entries of ``upsample_trilinear3d.vec``, once.
 
     Parameters
@@ -85,6 +119,9 @@ def install(is_enabled, emit):
     emit : callable
         ``emit(input, output_size, align_corners, scales_d, scales_h,
         scales_w)``: the call recorded instead of PyTorch's decomposition.
+    handed : callable
+        Called (no arguments) each time an enabled trace leaves a call to
+        PyTorch's decomposition because it is :func:`tiny`.
 
     Returns
     -------
@@ -101,7 +138,7 @@ def install(is_enabled, emit):
         return False
     _pytorch_entries = {key: kernels[key] for key in _KEYS}
     for key in _KEYS:
-        kernels[key] = _hook(key, is_enabled, emit)
+        kernels[key] = _hook(key, is_enabled, emit, handed)
     _VEC._dispatch_cache.clear()        # what OpOverload.py_impl does after a change
     return True
 

@@ -68,8 +68,14 @@ __all__ = [
 
 # Calls on CPU, for tests and the curious: how many backward ("kernel") and
 # forward ("forward") calls ran this library's kernel and how many fell back
-# to PyTorch's (_kernel_or_fallback, _forward_or_fallback).
-_calls = {"kernel": 0, "fallback": 0, "forward": 0, "forward_fallback": 0}
+# to PyTorch's (_kernel_or_fallback, _forward_or_fallback); how many calls
+# torch.compile traced as PyTorch's code while enabled (_torch_compile.tiny).
+_calls = {"kernel": 0, "fallback": 0, "forward": 0, "forward_fallback": 0,
+          "traced_to_pytorch": 0}
+
+
+def _traced_to_pytorch():
+    _calls["traced_to_pytorch"] += 1
 
 
 try:
@@ -655,13 +661,18 @@ def call_counts():
     Returns
     -------
     dict
-        ``{"kernel": k, "fallback": f, "forward": k2, "forward_fallback": f2}``:
-        ``k`` backward calls ran this library's kernel, ``f`` were handed to
-        PyTorch's (calls outside this library's contract); ``k2`` and ``f2``
-        the same for the forward.  Covers :func:`upsample_trilinear3d` and,
-        while :func:`enable` is in effect, ``aten::upsample_trilinear3d`` and
+        ``{"kernel": k, "fallback": f, "forward": k2, "forward_fallback": f2,
+        "traced_to_pytorch": t}``: ``k`` backward calls ran this library's
+        kernel, ``f`` were handed to PyTorch's (calls outside this library's
+        contract); ``k2`` and ``f2`` the same for the forward.  Covers
+        :func:`upsample_trilinear3d` and, while :func:`enable` is in
+        effect, ``aten::upsample_trilinear3d`` and
         ``aten::upsample_trilinear3d_backward``; handy to check that the
         override is really used, for example under ``torch.compile``.
+        ``t`` counts traces, not runs: the ``F.interpolate`` calls that
+        ``torch.compile`` recorded as PyTorch's own code while enabled,
+        because their static output has fewer than 4,096 elements
+        (``docs/torch.md``, "torch.compile").
 
     Examples
     --------
@@ -898,7 +909,7 @@ class _Registration:
         """Register the kernels unless done; call with ``_lock`` held."""
         if self.lib is not None:
             return
-        _torch_compile.install(is_enabled, _enabled_forward_op)
+        _torch_compile.install(is_enabled, _enabled_forward_op, _traced_to_pytorch)
         lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
             # Overriding an aten kernel is what we mean to do.
@@ -953,7 +964,10 @@ def enable():
     of ``F.interpolate`` records this library's operators
     (``torch.ops.trilinear_bwd.enabled_upsample_trilinear3d`` and its
     backward) instead of PyTorch's decomposition, and they read the switch
-    when the compiled code runs.  Dynamo does not guard on the switch: a
+    when the compiled code runs; a call of static shapes with fewer than
+    4,096 output elements is traced as PyTorch's code, which is faster there
+    (counted in ``call_counts()["traced_to_pytorch"]``).  Dynamo does not
+    guard on the switch: a
     frame compiled while disabled keeps PyTorch's code until it is traced
     again (``torch._dynamo.reset()``); the first :func:`enable` of a process
     discards the frames compiled before it.  Enable before compiling
