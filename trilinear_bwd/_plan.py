@@ -48,7 +48,6 @@ import numpy as np
 
 from . import _fork
 from ._arrays import is_channels_last
-from ._kernel_plan import KernelPlan
 from ._constants import (
     DT_BFLOAT16,
     DT_FLOAT16,
@@ -62,6 +61,7 @@ from ._constants import (
     READ_IN_PLACE,
     W_SPARE,
 )
+from ._kernel_plan import KernelPlan
 from ._tables import axis_table
 
 # A target of this many bytes or more is written with streaming stores
