@@ -83,8 +83,8 @@ cdef extern from "_w_gather.h" nogil:
 from trilinear_bwd._constants_h cimport TB_DT_FLOAT16, TB_DT_FLOAT32, TB_DT_FLOAT64
 
 
-# The plan's C structs, declared once with the typed plan that fills them.
-from trilinear_bwd._kernel_plan cimport Axis, Problem, Row, Volume
+# The structs the helpers read, declared once with the typed plan (_kernel_plan.pxd).
+from trilinear_bwd._kernel_plan cimport Axis, Row
 
 
 cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
