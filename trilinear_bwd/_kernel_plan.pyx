@@ -107,11 +107,6 @@ cdef class KernelPlan:
         return self.p.planes_per_item
 
     @property
-    def n_items(self):
-        """int: the units of parallel work."""
-        return self.p.n_items
-
-    @property
     def target_row(self):
         """``(n_outer, s_outer, n_inner, s_inner)``: one target row, in elements."""
         r = self.p.target.row
