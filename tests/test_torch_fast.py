@@ -6,6 +6,8 @@ No timings here (docs/performance.md has them).
 
 import pytest
 
+import trilinear_bwd
+
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
@@ -277,3 +279,78 @@ def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
     assert after["forward"] > before["forward"] and after["kernel"] > before["kernel"]
     table = _bench_calls.format_sweep(rows).splitlines()
     assert len(table) == 2 + len(rows) and table[2].startswith("| forward | NCDHW | (1, 1, 2, 2, 2)")
+
+
+# -- the public front ends: the same per-geometry path as the aten operators ----------
+
+def _public_backward(g, **kwargs):
+    return tbt.upsample_trilinear3d_backward(g, tuple(g.shape[2:]), tuple(g.shape[:2]) + (6, 8, 10),
+                                             False, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kwargs", [{}, {"num_threads": 1}, {"num_threads": 2},
+                                    {"memory_format": torch.channels_last_3d},
+                                    {"memory_format": torch.contiguous_format}])
+def test_the_public_backward_reuses_a_checked_geometry(dtype, layout, kwargs,
+                                                       no_careful_path):
+    g = _source("backward", dtype, layout)
+    cold = _public_backward(g, **kwargs)
+    assert len(tbt._geometries) == 1
+    no_careful_path()
+    for _ in range(2):
+        hot = _public_backward(g.clone(memory_format=torch.preserve_format), **kwargs)
+        assert hot.stride() == cold.stride() and hot.dtype == cold.dtype
+        assert torch.equal(hot, cold) and hot.data_ptr() != cold.data_ptr()
+    if "memory_format" in kwargs:
+        assert hot.is_contiguous(memory_format=kwargs["memory_format"])
+
+
+def test_the_public_backward_keys_threads_and_layout_apart():
+    g = _source("backward", torch.float32, "NCDHW")
+    results = [_public_backward(g, **kw) for kw in (
+        {}, {"num_threads": 1}, {"num_threads": 2}, {"memory_format": torch.channels_last_3d})]
+    assert len(tbt._geometries) == 4
+    assert results[3].is_contiguous(memory_format=torch.channels_last_3d)
+    for r in results[1:]:
+        assert torch.equal(r, results[0])
+
+
+@pytest.mark.parametrize("spelling", [
+    {"output_size": [9.0, 11.0, 13.0]},   # == [9, 11, 13] in a dict key
+    {"input_size": [2.0, 3, 6, 8, 10]},
+    {"align_corners": 0},                 # == False in a dict key
+    {"num_threads": 1.0},                 # == 1
+])
+@pytest.mark.parametrize("plain_first", [True, False])
+def test_a_public_call_spelled_otherwise_is_checked_every_time(spelling, plain_first):
+    g = _source("backward", torch.float32, "NCDHW")
+    plain = {"output_size": (9, 11, 13), "input_size": (2, 3, 6, 8, 10),
+             "align_corners": False, "num_threads": 1}
+    if plain_first:
+        tbt.upsample_trilinear3d_backward(g, **plain)
+    for _ in range(2):
+        with pytest.raises(trilinear_bwd.InvalidArgumentError, match="must be"):
+            tbt.upsample_trilinear3d_backward(g, **dict(plain, **spelling))
+    tbt.upsample_trilinear3d_backward(g, **plain)
+    assert len(tbt._geometries) == 1
+
+
+def test_the_drop_in_without_gradients_reuses_the_forward_geometry(no_careful_path):
+    x = _tensor((2, 3, 3, 4, 5), torch.float32, "NDHWC")
+    cold = tbt.upsample_trilinear3d(x, scale_factor=2)
+    assert len(tbt._geometries) == 1
+    no_careful_path()
+    hot = tbt.upsample_trilinear3d(x, scale_factor=(2, 2.0, 2))
+    assert torch.equal(hot, cold) and hot.stride() == cold.stride()
+    assert hot.grad_fn is None
+    with torch.no_grad():
+        assert torch.equal(tbt.upsample_trilinear3d(x.requires_grad_(), scale_factor=2), cold)
+
+
+def test_the_drop_in_with_gradients_still_records_its_function():
+    x = _tensor((2, 3, 3, 4, 5), torch.float64, "NCDHW").requires_grad_()
+    y = tbt.upsample_trilinear3d(x, scale_factor=2)
+    assert y.grad_fn is not None and "UpsampleTrilinear3d" in type(y.grad_fn).__name__
+    torch.autograd.gradcheck(lambda t: tbt.upsample_trilinear3d(t, scale_factor=2), (x,))

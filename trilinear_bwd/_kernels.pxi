@@ -261,6 +261,20 @@ cdef void _run(const Problem* p, const char* source, char* target, char* ws,
             _item[float](p, source, target, <float*> (base + tid * p.slot_bytes), item)
 
 
+cdef void _run_alone(const Problem* p, const char* source, char* target,
+                     char* ws) noexcept nogil:
+    # _run for a team of one, in the calling thread: the items in order,
+    # each into slot 0.
+    cdef int64_t item
+    cdef char* base = <char*> ((<uintptr_t> ws + (TB_LINE - 1)) & ~(<uintptr_t> (TB_LINE - 1)))
+    if p.dtype == TB_DT_FLOAT64:
+        for item in range(p.n_items):
+            _item[double](p, source, target, <double*> base, item)
+    else:
+        for item in range(p.n_items):
+            _item[float](p, source, target, <float*> base, item)
+
+
 def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t workspace,
         int n_threads):
     """Compute the target array at address ``target`` from the source at ``source``.
@@ -281,8 +295,15 @@ def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t 
         The number of threads that computed part of the result.
     """
     cdef const Problem* p = &plan.p
+    cdef char one = 0
     if p.n_items == 0:
         return 0
+    if n_threads == 1:
+        # A team of one: no OpenMP region to start (a microsecond, the whole
+        # kernel of a tiny call), the same items computed the same way.
+        with nogil:
+            _run_alone(p, <const char*> source, <char*> target, <char*> workspace)
+        return 1
     seen = bytearray(n_threads)
     cdef char* flags = seen
     with nogil:

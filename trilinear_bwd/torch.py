@@ -46,8 +46,9 @@ import torch.autograd.forward_ad as _forward_ad
 import torch.nn.functional as F
 from torch._C import DispatchKey
 
-from . import _dispatch, _fork, _native, _torch_compile, _torch_pool
+from . import _dispatch, _fork, _native, _pool, _torch_compile, _torch_pool
 from ._api import run_checked
+from ._arguments import MAX_THREADS
 from ._arrays import as_array, is_misaligned
 from ._coerce import as_scale
 from ._executor import _fork_safe_threads, moved_bytes, scratch_workspace, team_size
@@ -153,7 +154,7 @@ def _run_into(call, dtype, memory_format, misaligned, num_threads, key=None):
     run_checked(call, misaligned, num_threads)
     if key is not None:
         # key ends with the team size asked for and the kernel variant.
-        _remember(key, _Geometry(call, result, key[-2], key[-1]))
+        _remember(key, _Geometry(call, result, key[-2], num_threads is None, key[-1]))
     return result
 
 
@@ -215,8 +216,40 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
         )
     if memory_format is None:
         memory_format = _memory_format(grad_output)
+    key = _plain_key(grad_output, output_size, input_size, align_corners,
+                     (scales_d, scales_h, scales_w), memory_format, num_threads)
+    geometry = _geometries.get(key) if key is not None else None
+    if geometry is not None and geometry is not _REFUSED:
+        grad_input = _run_geometry(geometry, grad_output)
+        if grad_input is not None:
+            return grad_input
+    # A refused geometry goes the careful way again, which raises its error.
     return _run(grad_output, output_size, input_size, align_corners,
-                _scales(scales_d, scales_h, scales_w), memory_format, num_threads)
+                _scales(scales_d, scales_h, scales_w), memory_format, num_threads, key)
+
+
+def _plain_key(grad_output, output_size, input_size, align_corners, scales, memory_format,
+               num_threads):
+    """The geometry key of a public backward call, or None unless its arguments are plain.
+
+    Plain: sizes as tuples or lists of ints, a bool, float or None scales,
+    an int or None thread count within the contract.  Only those are
+    remembered: ``6.0 == 6`` and ``True == 1`` in a dict key, so a call
+    spelled otherwise (which the careful path may refuse) must never find
+    a plain call's geometry, nor leave one.
+    """
+    if not (type(output_size) in (tuple, list) and type(input_size) in (tuple, list)
+            and type(align_corners) is bool
+            and all(type(n) is int for n in output_size)
+            and all(type(n) is int for n in input_size)
+            and all(s is None or type(s) is float for s in scales)):
+        return None
+    if num_threads is not None and not (type(num_threads) is int and num_threads != 0
+                                        and abs(num_threads) <= MAX_THREADS):
+        return None
+    return ("B", grad_output.shape, grad_output.stride(), grad_output.dtype,
+            tuple(output_size), tuple(input_size), align_corners, *scales, memory_format,
+            num_threads, _native.effective_n_threads(num_threads), _dispatch.kernel_module())
 
 
 # -- the custom operators --------------------------------------------------------
@@ -512,19 +545,23 @@ def _plain_size(size, recompute_scale_factor):
 def _plain_scales(shape, scale_factor):
     """``(output_size, factors)`` for the plain spellings of ``scale_factor``, else None."""
     if type(scale_factor) in (float, int):
-        factors = (scale_factor,) * 3
+        fd = fh = fw = scale_factor
     elif type(scale_factor) in (tuple, list) and len(scale_factor) == 3:
-        factors = tuple(scale_factor)
+        fd, fh, fw = scale_factor
     else:
         return None
-    if not all(type(f) in (float, int) and 0 < f < math.inf for f in factors):
+    # Written out rather than looped: this runs on every call of the drop-in.
+    if not (type(fd) in (float, int) and type(fh) in (float, int) and type(fw) in (float, int)
+            and 0 < fd < math.inf and 0 < fh < math.inf and 0 < fw < math.inf):
         return None
+    fd, fh, fw = float(fd), float(fh), float(fw)
     # PyTorch's rule (upsample::compute_output_size): the double product,
     # truncated; a product past the limits goes the careful way.
-    size = tuple(int(n * float(f)) for n, f in zip(shape, factors))
-    if not all(0 < n <= MAX_DIM for n in size):
+    d, h, w = shape
+    size = (int(d * fd), int(h * fh), int(w * fw))
+    if not (0 < min(size) and max(size) <= MAX_DIM):
         return None
-    return size, tuple(float(f) for f in factors)
+    return size, (fd, fh, fw)
 
 
 def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale_factor):
@@ -635,8 +672,14 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
         return F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
                              align_corners=align_corners,
                              recompute_scale_factor=recompute_scale_factor)
-    return _apply(UpsampleTrilinear3d, x, *_interpolate_arguments(
-        x, size, scale_factor, align_corners, recompute_scale_factor))
+    output_size, align_corners, scales = _interpolate_arguments(
+        x, size, scale_factor, align_corners, recompute_scale_factor)
+    if not ((x.requires_grad and torch.is_grad_enabled()) or _is_dual(x)
+            or torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling()):
+        # Nothing to differentiate: the operator alone (the autograd
+        # Function would cost more than a small call's kernel).
+        return _forward_op(x, output_size, align_corners, *scales)
+    return _apply(UpsampleTrilinear3d, x, output_size, align_corners, scales)
 
 
 # -- overriding aten's CPU kernel ----------------------------------------------
@@ -707,18 +750,23 @@ _REFUSED = "refused"
 class _Geometry:
     """What the first call of a geometry established, for the calls after it."""
 
-    __slots__ = ("shape", "strides", "dtype", "itemsize", "plan", "kernel", "threads",
-                 "workspace_size")
+    __slots__ = ("shape", "strides", "dtype", "itemsize", "pooled", "plan", "kernel",
+                 "threads", "workspace_size")
 
-    def __init__(self, call, result, requested, kernel_module):
+    def __init__(self, call, result, requested, follow_default, kernel_module):
         self.shape = tuple(result.shape)
         self.strides = result.stride()
         self.dtype = result.dtype
         self.itemsize = result.element_size()
+        # Results this small never come from the pool (_torch_pool): allocate
+        # them without asking it.
+        self.pooled = result.numel() * self.itemsize >= _pool.MIN_BYTES
         self.plan, self.kernel = planned(call, requested, kernel_module)
-        # The key holds OpenMP's default team at the time (the calls under
-        # enable() pass no thread count), so the team is fixed with it.
-        self.threads = team_size(self.plan.n_slots, moved_bytes(call), requested, True)
+        # The key holds the team asked for (OpenMP's default at the time for
+        # the calls under enable(), which pass no thread count), so the team
+        # is fixed with it.
+        self.threads = team_size(self.plan.n_slots, moved_bytes(call), requested,
+                                 follow_default)
         self.workspace_size = self.plan.workspace_size
 
 
@@ -741,7 +789,10 @@ def _run_geometry(geometry, source):
         return None
     if not address or address % geometry.itemsize:
         return None                    # the careful path copies or refuses it
-    result = _torch_pool.empty_strided(geometry.shape, geometry.strides, geometry.dtype)
+    if geometry.pooled:
+        result = _torch_pool.empty_strided(geometry.shape, geometry.strides, geometry.dtype)
+    else:
+        result = torch.empty_strided(geometry.shape, geometry.strides, dtype=geometry.dtype)
     target = result.data_ptr()
     if result.stride() != geometry.strides or target % geometry.itemsize:
         return None
@@ -841,7 +892,10 @@ def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, s
     # The CPU kernel of aten::upsample_trilinear3d from the first enable() on.
     if _capture.on:
         raise _Captured(output_size, align_corners, (scales_d, scales_h, scales_w))
-    return _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    # _switched_forward, one call frame fewer on the path of every call.
+    if not _active:
+        return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
 
 
 def _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
