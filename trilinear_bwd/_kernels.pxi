@@ -295,7 +295,6 @@ def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t 
         The number of threads that computed part of the result.
     """
     cdef const Problem* p = &plan.p
-    cdef char one = 0
     if p.n_items == 0:
         return 0
     if n_threads == 1:

@@ -792,7 +792,8 @@ def _run_geometry(geometry, source):
     if geometry.pooled:
         result = _torch_pool.empty_strided(geometry.shape, geometry.strides, geometry.dtype)
     else:
-        result = torch.empty_strided(geometry.shape, geometry.strides, dtype=geometry.dtype)
+        # The source's dtype is the result's (both operators keep it).
+        result = source.new_empty_strided(geometry.shape, geometry.strides)
     target = result.data_ptr()
     if result.stride() != geometry.strides or target % geometry.itemsize:
         return None
