@@ -288,6 +288,17 @@ def _public_backward(g, **kwargs):
                                              False, **kwargs)
 
 
+@pytest.mark.parametrize("sizes", ["tuple", "list", "torch.Size"])
+def test_the_public_backward_takes_sizes_as_users_spell_them(sizes, no_careful_path):
+    g = _source("backward", torch.float32, "NDHWC")
+    x_shape = torch.Size(tuple(g.shape[:2]) + (6, 8, 10))
+    spell = {"tuple": tuple, "list": list, "torch.Size": torch.Size}[sizes]
+    cold = tbt.upsample_trilinear3d_backward(g, spell(g.shape[2:]), spell(x_shape), False)
+    no_careful_path()
+    hot = tbt.upsample_trilinear3d_backward(g, g.shape[2:], x_shape, False)
+    assert torch.equal(hot, cold) and len(tbt._geometries) == 1
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kwargs", [{}, {"num_threads": 1}, {"num_threads": 2},

@@ -228,17 +228,21 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
                 _scales(scales_d, scales_h, scales_w), memory_format, num_threads, key)
 
 
+_PLAIN_SIZES = (tuple, list, torch.Size)
+
+
 def _plain_key(grad_output, output_size, input_size, align_corners, scales, memory_format,
                num_threads):
     """The geometry key of a public backward call, or None unless its arguments are plain.
 
-    Plain: sizes as tuples or lists of ints, a bool, float or None scales,
+    Plain: sizes as tuples, lists or ``torch.Size`` of ints (``g.shape[2:]``),
+    a bool, float or None scales,
     an int or None thread count within the contract.  Only those are
     remembered: ``6.0 == 6`` and ``True == 1`` in a dict key, so a call
     spelled otherwise (which the careful path may refuse) must never find
     a plain call's geometry, nor leave one.
     """
-    if not (type(output_size) in (tuple, list) and type(input_size) in (tuple, list)
+    if not (type(output_size) in _PLAIN_SIZES and type(input_size) in _PLAIN_SIZES
             and type(align_corners) is bool
             and all(type(n) is int for n in output_size)
             and all(type(n) is int for n in input_size)
