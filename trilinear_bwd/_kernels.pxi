@@ -240,15 +240,19 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
         tb_store_fence()
 
 
+cdef inline char* _first_slot(char* ws) noexcept nogil:
+    # Slots start on a cache line; the workspace size includes the TB_LINE
+    # bytes of slack this may need, so any buffer the caller passes is usable.
+    return <char*> ((<uintptr_t> ws + (TB_LINE - 1)) & ~(<uintptr_t> (TB_LINE - 1)))
+
+
 cdef void _run(const Problem* p, const char* source, char* target, char* ws,
                int n_threads, char* seen) noexcept nogil:
     # seen[t] is set by every thread t that computed an item: the team size
     # actually used, reported to Python without any timing.
     cdef int64_t item
     cdef int tid
-    # Slots start on a cache line; the workspace size includes the TB_LINE
-    # bytes of slack this may need, so any buffer the caller passes is usable.
-    cdef char* base = <char*> ((<uintptr_t> ws + (TB_LINE - 1)) & ~(<uintptr_t> (TB_LINE - 1)))
+    cdef char* base = _first_slot(ws)
     if p.dtype == TB_DT_FLOAT64:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
@@ -266,7 +270,7 @@ cdef void _run_alone(const Problem* p, const char* source, char* target,
     # _run for a team of one, in the calling thread: the items in order,
     # each into slot 0.
     cdef int64_t item
-    cdef char* base = <char*> ((<uintptr_t> ws + (TB_LINE - 1)) & ~(<uintptr_t> (TB_LINE - 1)))
+    cdef char* base = _first_slot(ws)
     if p.dtype == TB_DT_FLOAT64:
         for item in range(p.n_items):
             _item[double](p, source, target, <double*> base, item)

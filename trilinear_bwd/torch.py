@@ -236,11 +236,10 @@ def _plain_key(grad_output, output_size, input_size, align_corners, scales, memo
     """The geometry key of a public backward call, or None unless its arguments are plain.
 
     Plain: sizes as tuples, lists or ``torch.Size`` of ints (``g.shape[2:]``),
-    a bool, float or None scales,
-    an int or None thread count within the contract.  Only those are
-    remembered: ``6.0 == 6`` and ``True == 1`` in a dict key, so a call
-    spelled otherwise (which the careful path may refuse) must never find
-    a plain call's geometry, nor leave one.
+    a bool, float or None scales, an int or None thread count within the
+    contract.  Only those are remembered: ``6.0 == 6`` and ``True == 1`` in
+    a dict key, so a call spelled otherwise (which the careful path may
+    refuse) must never find a plain call's geometry, nor leave one.
     """
     if not (type(output_size) in _PLAIN_SIZES and type(input_size) in _PLAIN_SIZES
             and type(align_corners) is bool
