@@ -32,7 +32,8 @@ LAYOUTS = ["ncdhw", "ndhwc"]
 # (N, C, input DHW, output DHW, scales): odd sizes and ratios, explicit
 # scales that are not the size ratio (used only without align_corners),
 # downsampling, channel counts that take the channels-last vector paths
-# (16, 24) and ones that leave tails (3, 5), W rows longer than a vector.
+# (16, 24) and ones that leave tails (3, 5), W rows longer than a vector,
+# exact 3x.
 SHAPES = [
     (2, 3, (4, 5, 7), (7, 11, 19), None),
     (1, 5, (3, 6, 9), (8, 13, 23), (2.7, 2.3, 2.6)),
@@ -40,6 +41,8 @@ SHAPES = [
     (2, 2, (7, 9, 11), (3, 5, 4), None),
     (1, 24, (2, 3, 5), (5, 7, 13), (2.5, 2.4, 2.7)),
     (1, 4, (11, 13, 17), (21, 27, 37), None),
+    # 3x in W: the backward's inner W blocks read 3 apart (AVX2's stride-3 read).
+    (1, 3, (3, 4, 21), (5, 6, 63), None),
 ]
 # Significand bits each dtype holds exactly.
 _BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}

@@ -12,7 +12,7 @@ HEADER = Path(trilinear_bwd.__file__).with_name("_constants.h")
 def _header_values():
     text = HEADER.read_text()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return {name: int(value) for name, value in re.findall(r"#define\s+TB_(\w+)\s+(\d+)", text)}
+    return {name: int(value) for name, value in re.findall(r"#define\s+TB_(\w+)\s+\(?(-?\d+)\)?", text)}
 
 
 def test_every_constant_of_the_header_reaches_python_with_its_value():

@@ -211,13 +211,18 @@ def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=
 
 
 # Row lengths around every tail of 4-, 8- and 16-lane vectors and of the W
-# gather's 8- and 16-point blocks; channel counts that fill whole vectors of
-# each width, part of one, or none.
-TAIL_SHAPES = [
+# gather's 8- and 16-point blocks (3x, whose inner blocks read 3 apart,
+# among them); channel counts that fill whole vectors of each width, part of
+# one, or none.
+W_TAIL_SHAPES = [
     (1, 2, (3, 4, w_in), (5, 3, w_out))
     for w_in, w_out in [(1, 1), (3, 7), (5, 15), (8, 16), (9, 17), (13, 31), (16, 33),
-                        (17, 47), (33, 65), (40, 23), (24, 71), (5, 41), (6, 61)]
-] + [(1, c, (3, 5, 4), (4, 9, 7)) for c in (1, 3, 4, 8, 12, 16, 17, 24, 32, 40, 64)] + [
+                        (17, 47), (33, 65), (40, 23), (24, 71), (5, 41), (6, 61), (21, 63),
+                        (35, 105)]
+]
+TAIL_SHAPES = W_TAIL_SHAPES + [
+    (1, c, (3, 5, 4), (4, 9, 7)) for c in (1, 3, 4, 8, 12, 16, 17, 24, 32, 40, 64)
+] + [
     # More rows than one W pass call takes where rows are buffered or streamed.
     (1, 3, (2, 19, 21), (3, 23, 50)),
 ]
@@ -225,20 +230,23 @@ TAIL_SHAPES = [
 
 def test_tail_shapes_reach_every_w_read_path():
     """TAIL_SHAPES' W tables use every way _w_gather.h reads a block (gather,
-    windows of 8, 16 and 32, a window shared by a whole block), with their
-    term set-up kept across rows (up to 8 terms) and redone per row (more)."""
+    windows of 8, 16 and 32, a window shared by a whole block, a block read
+    3 apart), with their term set-up kept across rows (up to 8 terms) and
+    redone per row (more)."""
     from trilinear_bwd import _plan
     from trilinear_bwd._tables import GATHER, WINDOW8, WINDOW16, WINDOW32
+    from trilinear_bwd._constants import W_STRIDE3, W_STRIDE3_WIDTH
 
-    modes, shared, widths = set(), False, set()
+    modes, shared, stride3, widths = set(), False, False, set()
     for _, _, ins, outs in TAIL_SHAPES:
         for align_corners in (False, True):
             t = axis_table(ins[2], outs[2], align_corners, 0.0, np.float32, sentinel=outs[2])
             modes |= set(np.unique(t.mode).tolist())
             shared |= bool((t.block_window >= 0).any())
+            stride3 |= bool((t.block_window == W_STRIDE3).any()) and t.width == W_STRIDE3_WIDTH
             widths.add(t.width)
     assert modes == {GATHER, WINDOW8, WINDOW16, WINDOW32}
-    assert shared
+    assert shared and stride3
     assert min(widths) <= 8 < max(widths)
     # And the rows: more than one W call per plane, buffered and streamed.
     assert max(ins[1] for _, _, ins, _ in TAIL_SHAPES) > max(_plan.W_ROWS_BUFFERED,
@@ -287,7 +295,7 @@ def test_variants_and_layouts_agree_on_non_finite_and_overflowing_values(dtype, 
     big = 3.3e38 if dtype == "bfloat16" else float(np.finfo(dt).max)
     rng = np.random.default_rng(21)
     seen_nan = seen_inf = False
-    for k, (n, c, ins, outs) in enumerate(TAIL_SHAPES[:13] + TAIL_SHAPES[-1:]):
+    for k, (n, c, ins, outs) in enumerate(W_TAIL_SHAPES + TAIL_SHAPES[-1:]):
         g = random_grad((n, c) + outs, dtype, seed=k).astype(np.float64)
         pick = rng.random(g.shape)
         g[pick < 0.02] = np.nan

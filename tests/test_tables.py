@@ -150,6 +150,47 @@ def test_tables_equal_those_built_from_the_slow_coefficients(forward):
         assert np.array_equal(win.weight, weight[keep][order])
 
 
+def slow_block_kind(table, b):
+    """Block b of the padded table by the rule, one term at a time: the window
+    every k shares (>= 0), W_STRIDE3 (every k reads 8 real sources 3 apart or
+    is padding alone, one k at least reading), or -1."""
+    from trilinear_bwd._constants import W_BLOCK, W_STRIDE3
+
+    width = table.width
+    src = table.padded_src[b * W_BLOCK * width:(b + 1) * W_BLOCK * width].reshape(width, W_BLOCK)
+    rel = table.padded_rel[b * W_BLOCK * width:(b + 1) * W_BLOCK * width].reshape(width, W_BLOCK)
+    real = [[int(src[k, j]) for j in range(W_BLOCK) if rel[k, j] >= 0] for k in range(width)]
+    every = [v for r in real for v in r]
+    if every and max(every) - min(every) < 8:
+        return min(every)
+    kinds = ["apart3" if len(r) == W_BLOCK and all(r[j] == r[0] + 3 * j for j in range(W_BLOCK))
+             else "pad" if not r else "other" for r in real]
+    if "other" not in kinds and "apart3" in kinds:
+        return W_STRIDE3
+    return -1
+
+
+@pytest.mark.parametrize("forward", [False, True])
+def test_block_kinds_follow_the_rule(forward):
+    """block_window marks, block by block, what the slow rule says; 3x axes
+    both ways have blocks read 3 apart (the AVX2 W pass's stride-3 read)."""
+    from trilinear_bwd._constants import W_STRIDE3
+
+    three = [(21, 63, False, 0.0), (63, 21, False, 0.0), (40, 120, False, 0.0),
+             (120, 40, False, 0.0), (13, 39, False, 0.0), (30, 10, False, 1 / 3)]
+    seen = 0
+    for n_in, n_out, align, scale in three + list(random_axes(11, 60, longest=130)):
+        n_source, n_target = (n_in, n_out) if forward else (n_out, n_in)
+        t = _tables.axis_table(n_in, n_out, align, scale, np.float32, sentinel=n_source,
+                               forward=forward)
+        if not t.width:
+            continue
+        kinds = [slow_block_kind(t, b) for b in range(t.block_window.size)]
+        assert t.block_window.tolist() == kinds, (n_in, n_out, align, scale)
+        seen += kinds.count(W_STRIDE3)
+    assert seen
+
+
 # --------------------------------------------------------------------------
 # fma64
 

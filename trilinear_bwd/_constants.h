@@ -23,6 +23,18 @@
 #define TB_WINDOW16 2        /* within 16 */
 #define TB_WINDOW32 3        /* within 32 */
 
+/* Axis.block_window of a block whose every term reads 8 real sources 3
+ * apart (3x upsampling away from the edges, a window of 22) or is padding
+ * alone: the AVX2 W pass reads each such term by three loads and one
+ * permute where the table's mode would take a gather (_w_gather.h).  Other
+ * blocks hold the window they share (>= 0) or -1. */
+#define TB_W_STRIDE3 (-2)
+
+/* The one table width whose AVX2 copy of the W pass takes such blocks:
+ * 3x upsampling's backward (5 real terms and 2 of padding a point; the
+ * other widths' copies, every forward's among them, keep their code). */
+#define TB_W_STRIDE3_WIDTH 7
+
 /* Output points per block of the padded W table: the 8 lanes of an AVX2
  * float32 vector (the vector code is written for exactly this many). */
 #define TB_W_BLOCK 8

@@ -16,6 +16,8 @@ cdef extern from "_constants.h":
         TB_WINDOW8
         TB_WINDOW16
         TB_WINDOW32
+        TB_W_STRIDE3
+        TB_W_STRIDE3_WIDTH
         TB_W_BLOCK
         TB_W_SPARE
         TB_LINE

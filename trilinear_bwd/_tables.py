@@ -16,7 +16,7 @@ import numpy as np
 from . import _fork
 # How the vector W pass reads one (block, k) of the padded table, and its
 # block of points (_constants.h, _w_gather.h).
-from ._constants import GATHER, W_BLOCK, WINDOW8, WINDOW16, WINDOW32
+from ._constants import GATHER, W_BLOCK, W_STRIDE3, WINDOW8, WINDOW16, WINDOW32
 
 # Storage types whose forward weights PyTorch rounds to the storage type
 # (see pytorch_coefficients).
@@ -572,7 +572,9 @@ class AxisTable:
         The padded table, blocked by ``W_BLOCK`` points, k-major in a block.
     window, block_window : ndarray of int32
     mode : ndarray of int8
-        How the vector W pass reads each (block, k) (``GATHER``, ``WINDOW*``).
+        How the vector W pass reads each (block, k) (``GATHER``, ``WINDOW*``)
+        and each block (``block_window``: the window every k shares, or
+        ``W_STRIDE3``, or -1).
     """
 
     __slots__ = ("ptr", "src", "weight", "width", "padded_src", "padded_weight",
@@ -625,7 +627,10 @@ def _padded_table(ptr, src, weight, sentinel):
     # Where a block's W_BLOCK real sources for one k lie within 8, 16 or 32
     # consecutive elements, the vector paths read them as a window instead of
     # a gather (_w_gather.h); where all of a block's sources (every k) lie
-    # within 8, one window read serves the whole block (block_window >= 0).
+    # within 8, one window read serves the whole block (block_window >= 0);
+    # where every k of a block reads 8 real sources 3 apart or is padding
+    # alone (W_STRIDE3), the AVX2 path reads each k without a gather if the
+    # table is W_STRIDE3_WIDTH wide.
     # Reduced over the W_BLOCK points of a block in the (block, point, k) layout
     # the arrays were filled in, then stored k-major inside a block (the
     # layout _w_gather.h reads).
@@ -645,7 +650,10 @@ def _padded_table(ptr, src, weight, sentinel):
     shared = (block_high - block_low < 8) & (block_high >= 0)
     lowest = np.where(shared[:, None], block_low[:, None], lowest)
     mode[shared] = WINDOW8
-    block_window = np.where(shared, block_low, -1).astype(np.int32)
+    apart3 = (real.all(axis=1)
+              & (by_point - by_point[:, :1, :] == 3 * np.arange(W_BLOCK)[:, None]).all(axis=1))
+    stride3 = (apart3 | ~real.any(axis=1)).all(axis=1) & apart3.any(axis=1) & ~shared
+    block_window = np.where(shared, block_low, np.where(stride3, W_STRIDE3, -1)).astype(np.int32)
     window = lowest.astype(np.int32)
     padded_rel = np.where(real, by_point - lowest[:, None, :], -1).astype(np.int32)
 

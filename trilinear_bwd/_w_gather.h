@@ -19,11 +19,15 @@
  * `rel` holds the offsets inside the window, -1 for padding, whose lanes are
  * zeroed.  When every k of a block reads within the same 8 elements
  * (block_window[block] >= 0, typical of downsampling) the window is loaded
- * once for the block.  A permute costs a cycle where a gather of 8 or 16
- * elements costs several.  Row buffers keep 32 spare elements after the
- * sentinel, so that a window may run past the row's end.  All paths add the
- * same terms in the same order with separate multiply and add, so they round
- * identically.
+ * once for the block; when every k of a block reads 8 real elements 3
+ * apart or is padding alone (block_window[block] == TB_W_STRIDE3, 3x
+ * upsampling away from the edges) and the table has TB_W_STRIDE3_WIDTH
+ * terms (the backward's), AVX2 reads each k by three loads, two blends and
+ * a permute instead of a TB_WINDOW32 gather.  A permute costs a cycle where
+ * a gather of 8 or 16 elements costs several.  Row buffers keep 32 spare
+ * elements after the sentinel, so that a window may run past the row's end.
+ * All paths add the same terms in the same order with separate multiply and
+ * add, so they round identically.
  *
  * Every row of a plane uses the same table, so the W pass takes a plane's
  * rows (or a few of them) at once: each block's weights, indices, masks and
@@ -176,6 +180,43 @@ TB_ALWAYS_INLINE __m256 tb_read_even8(const float *p)
 {
     const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xd8));
+}
+
+/* Elements 0, 3, ..., 21 of p: three loads blended into
+ * (p0, p9, p18, p3, p12, p21, p6, p15) by immediates, then one permute by
+ * a constant into order.  Reads p[0 .. 23]. */
+TB_ALWAYS_INLINE __m256 tb_read_third8(const float *p)
+{
+    const __m256 ab = _mm256_blend_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x92);
+    const __m256 abc = _mm256_blend_ps(ab, _mm256_loadu_ps(p + 16), 0x24);
+    return _mm256_permutevar8x32_ps(abc, _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5));
+}
+
+/* The rows of one block whose every term reads 3 apart or is padding alone,
+ * which adds w * 0 as the sentinel's zeros would: one loop with nothing
+ * else to choose, the weights in registers. */
+TB_ALWAYS_INLINE void tb_third_rows_body(void *out, int64_t out_stride,
+                                         const float *restrict rows, int64_t row_stride,
+                                         int64_t n_rows, const float *restrict w,
+                                         const int32_t *restrict r,
+                                         const int32_t *restrict win, int64_t i,
+                                         int64_t n_valid, int64_t width, int stream, int kind)
+{
+    __m256 wk[TB_ROWS_MAX_WIDTH], zk[TB_ROWS_MAX_WIDTH];
+    int pad[TB_ROWS_MAX_WIDTH];
+    for (int64_t k = 0; k < width; ++k) {
+        wk[k] = _mm256_loadu_ps(w + 8 * k);
+        zk[k] = _mm256_mul_ps(wk[k], _mm256_setzero_ps());
+        pad[k] = r[8 * k] < 0;
+    }
+    for (int64_t y = 0; y < n_rows; ++y) {
+        const float *row = rows + y * row_stride;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < width; ++k)
+            acc = _mm256_add_ps(acc, pad[k] ? zk[k]
+                                            : _mm256_mul_ps(wk[k], tb_read_third8(row + win[k])));
+        tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+    }
 }
 #endif
 
@@ -358,6 +399,15 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
         const float *w = weight + i * width;
         const int32_t *s = src + i * width, *r = rel + i * width, *win = window + b * width;
         const int8_t *m = mode + b * width;
+#if !defined(__AVX512F__)
+        /* Only in the copy for TB_W_STRIDE3_WIDTH (a compile-time constant
+         * here), so that the other widths' copies keep their code. */
+        if (hoist && width == TB_W_STRIDE3_WIDTH && block_window[b] == TB_W_STRIDE3) {
+            tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, r, win, i, n_valid,
+                               width, stream, kind);
+            continue;
+        }
+#endif
         if (hoist) {
             tb_term8 t[TB_ROWS_MAX_WIDTH];
             int even = 1;
