@@ -652,7 +652,8 @@ def _padded_table(ptr, src, weight, sentinel):
     mode[shared] = WINDOW8
     apart3 = (real.all(axis=1)
               & (by_point - by_point[:, :1, :] == 3 * np.arange(W_BLOCK)[:, None]).all(axis=1))
-    stride3 = (apart3 | ~real.any(axis=1)).all(axis=1) & apart3.any(axis=1) & ~shared
+    # (A shared block spans under 8 elements, so it is never also one of these.)
+    stride3 = (apart3 | ~real.any(axis=1)).all(axis=1) & apart3.any(axis=1)
     block_window = np.where(shared, block_low, np.where(stride3, W_STRIDE3, -1)).astype(np.int32)
     window = lowest.astype(np.int32)
     padded_rel = np.where(real, by_point - lowest[:, None, :], -1).astype(np.int32)
