@@ -230,36 +230,73 @@ def test_double_backward_runs_the_forward_kernel_as_the_adjoint(layout):
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
+def _entry_points(op):
+    """Every route by which a tensor reaches a remembered geometry's kernel, by name."""
+    size = (6, 8, 10)
+
+    def public(t):
+        if op == "forward":
+            return tbt.upsample_trilinear3d(t, size=size)
+        return tbt.upsample_trilinear3d_backward(t, tuple(t.shape[2:]),
+                                                 tuple(t.shape[:2]) + size, False)
+
+    def custom_op(t):
+        if op == "forward":
+            return torch.ops.trilinear_bwd.upsample_trilinear3d(t, size, False, None, None,
+                                                                None)
+        return torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+            t, tuple(t.shape[2:]), tuple(t.shape[:2]) + size, False, None, None, None)
+
+    routes = {"aten": lambda t: _call(op, t), "public": public, "custom op": custom_op}
+    if op == "forward":
+        routes["F.interpolate"] = lambda t: F.interpolate(t, size=size, mode="trilinear")
+    return routes
+
+
+def _outcome(route, t):
+    """What ``route`` does with ``t``: its result, or its error's type and message."""
+    try:
+        return route(t)
+    except Exception as exc:        # noqa: BLE001 - the error is the outcome compared
+        return type(exc), str(exc)
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("state", ["neg", "zero"])
 @pytest.mark.parametrize("first", ["plain first", "state first"])
-def test_tensor_states_of_a_known_geometry_are_checked_every_call(op, state, first):
+def test_tensor_states_of_a_known_geometry_are_right_by_every_route(op, state, first):
     """A lazy negation or a zero tensor has a plain tensor's metadata but other values.
 
-    Whichever comes first, neither the fast path nor the remembered geometry
-    may read its memory as the values, and the plain tensor's calls stay right.
+    Whichever comes first, no route may read its memory as the values (each
+    does what it does with no geometry remembered: PyTorch's values, or the
+    public backward's error for a negative bit), and the plain tensor's calls
+    stay right.  The fast path itself does not look (the dispatcher resolves
+    both states before a CPU kernel runs, the public backward checks): this
+    fails if a PyTorch release stops resolving them.
     """
     plain = _source(op, torch.float64, "NCDHW")
     odd = torch._neg_view(plain) if state == "neg" else torch._efficientzerotensor(
         plain.shape, dtype=plain.dtype)
     assert odd.shape == plain.shape and odd.stride() == plain.stride()
     tbt.disable()
-    want_plain, want_odd = _call(op, plain), _call(op, odd.clone())
+    want_plain, want_values = _call(op, plain), _call(op, odd.clone())
     tbt.enable()
     order = [plain, odd, plain, odd] if first == "plain first" else [odd, plain, odd, plain]
-    for t in order:
-        # Through the dispatcher PyTorch resolves both states before a CPU
-        # kernel runs; the kernels' entry points are called directly here
-        # so that the check itself is what is tested.
-        if op == "forward":
-            got = tbt._forward_or_fallback(t, (6, 8, 10), False, None, None, None)
-        else:
-            got = tbt._kernel_or_fallback(t, tuple(t.shape[2:]), tuple(t.shape[:2]) + (6, 8, 10),
-                                          False, None, None, None)
-        # The dispatcher's route agrees (PyTorch's kernel may have served one).
-        torch.testing.assert_close(_call(op, t), got, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(got, want_plain if t is plain else want_odd,
-                                   rtol=1e-12, atol=1e-12)
+    for name, route in _entry_points(op).items():
+        tbt._geometries.clear()
+        want_odd = _outcome(route, odd)
+        if isinstance(want_odd, torch.Tensor):
+            torch.testing.assert_close(want_odd, want_values, rtol=1e-12, atol=1e-12)
+        tbt._geometries.clear()
+        for t in order:
+            got = _outcome(route, t)
+            want = want_plain if t is plain else want_odd
+            if isinstance(want, torch.Tensor):
+                torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12,
+                                           msg=lambda m: f"{name}: {m}")
+            else:
+                assert got == want, name
+        assert tbt._geometries, f"{name} remembered no geometry: its fast path went untested"
 
 
 def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):

@@ -219,7 +219,7 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
     key = _plain_key(grad_output, output_size, input_size, align_corners,
                      (scales_d, scales_h, scales_w), memory_format, num_threads)
     geometry = _geometries.get(key) if key is not None else None
-    if geometry is not None and geometry is not _REFUSED:
+    if geometry is not None and geometry is not _REFUSED and not _is_lazy(grad_output):
         grad_input = _run_geometry(geometry, grad_output)
         if grad_input is not None:
             return grad_input
@@ -779,13 +779,23 @@ def _remember(key, value):
     _geometries[key] = value
 
 
+def _is_lazy(tensor):
+    """True if ``tensor``'s values are not its memory (a lazy negation or conjugation, zeros)."""
+    return tensor.is_neg() or tensor.is_conj() or tensor._is_zerotensor()
+
+
 def _run_geometry(geometry, source):
-    """The kernel on ``source``'s data into a fresh result; None if a fact does not hold."""
+    """The kernel on ``source``'s data into a fresh result; None if a fact does not hold.
+
+    ``source`` is never lazy (:func:`_is_lazy`): the CPU kernels get their
+    tensors from the dispatcher, whose Negative, Conjugate and ZeroTensor
+    fallbacks (and the custom operators' Autograd kernel, which calls the
+    kernel straight only when CPU is the next key) resolve those states
+    first; the public backward, called with the caller's tensor, checks it
+    before it comes here.
+    """
     # What a tensor of the same metadata may differ in, checked every call:
-    # lazy negation / conjugation and zero tensors (their values are not
-    # their memory), no storage at all (fake, functional), misalignment.
-    if source.is_neg() or source.is_conj() or source._is_zerotensor():
-        return None
+    # no storage at all (fake, functional), misalignment.
     try:
         address = source.data_ptr()
     except RuntimeError:
@@ -794,11 +804,14 @@ def _run_geometry(geometry, source):
         return None                    # the careful path copies or refuses it
     if geometry.pooled:
         result = _torch_pool.empty_strided(geometry.shape, geometry.strides, geometry.dtype)
+        if result.stride() != geometry.strides:
+            return None
     else:
-        # The source's dtype is the result's (both operators keep it).
+        # The source's dtype is the result's (both operators keep it), and
+        # new_empty_strided gives exactly the strides asked for.
         result = source.new_empty_strided(geometry.shape, geometry.strides)
     target = result.data_ptr()
-    if result.stride() != geometry.strides or target % geometry.itemsize:
+    if target % geometry.itemsize:
         return None
     buf, workspace = scratch_workspace(geometry.workspace_size)
     geometry.kernel(address, target, workspace, _fork_safe_threads(geometry.threads))
