@@ -455,3 +455,105 @@ def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes, monkeypa
     monkeypatch.setattr(_plan, "CHANNELS_LAST_PLANES_PER_ITEM", planes)
     with pytest.raises(ValueError, match=f"planes_per_item must be 1..2, got {planes}"):
         make_plan(call, 1)
+
+
+# Channels-last shapes on both sides of the whole-plane rule: channel counts
+# with and without a copy of the W pass of their own (_w_channels_t.h), odd
+# and tailed ones, up- and downsampling, size-1 and unequal axes.
+WHOLE_PLANE_SHAPES = [
+    (2, 32, (3, 3, 3), (6, 6, 6)),
+    (1, 3, (4, 5, 6), (7, 9, 11)),
+    (2, 8, (5, 4, 3), (2, 8, 5)),
+    (1, 5, (1, 1, 1), (3, 4, 5)),
+    (1, 16, (6, 6, 6), (6, 6, 6)),
+    (1, 33, (3, 2, 4), (5, 7, 9)),
+    (1, 64, (2, 3, 2), (4, 6, 4)),
+]
+
+
+def _run_mode(variant, op, source, target_shape, out_layout, whole, n_threads, stream,
+              align_corners):
+    """The target's bytes computed by ``variant`` with whole channels-last planes on or off."""
+    from trilinear_bwd import _operator, _plan
+
+    out = out_array(target_shape, source.dtype, out_layout)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_plan, "WHOLE_PLANE_BYTES", 2**62 if whole else -1)
+        mp.setattr(_plan, "streamed", (lambda *a: True) if stream else (lambda *a: False))
+        if op == "forward":
+            call = check(_operator.FORWARD, source, out, target_shape[2:], None,
+                         align_corners, (0, 0, 0))
+        else:
+            call = check(BACKWARD, source, out, source.shape[2:], target_shape, align_corners,
+                         (0, 0, 0))
+        plan = make_plan(call, n_threads)
+    assert plan.channels_last and plan.kernel.whole_planes == whole
+    ws = tb.alloc_workspace(plan.workspace_size)
+    ws[...] = 0xFF
+    _dispatch.kernel_module(variant).run(plan.kernel, data_address(source), data_address(out),
+                                         data_address(ws), min(n_threads, plan.n_slots))
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["backward", "forward"])
+@pytest.mark.parametrize("shape", WHOLE_PLANE_SHAPES, ids=str)
+def test_whole_channels_last_planes_give_the_rings_bits(dtype, op, shape):
+    """A channels-last plane summed over D, H and W whole (small planes) and
+    the same plane through the ring of D sums row by row give the same bits
+    in every variant, for every target layout, thread count and store kind,
+    and match the float64 reference: the two schedules take each element's
+    terms in the same order."""
+    n, c, small, large = shape
+    if op == "forward":
+        src_shape, target_shape = (n, c) + small, (n, c) + large
+    else:
+        src_shape, target_shape = (n, c) + large, (n, c) + small
+    values = random_grad(src_shape, dtype, seed=11)
+    source = in_layout(values, "ndhwc")
+    for variant in _dispatch.available_variants():
+        for out_layout in OUT_LAYOUTS:
+            for n_threads, stream in ((1, False), (2, False), (2, True)):
+                args = (variant, op, source, target_shape, out_layout)
+                ring = _run_mode(*args, False, n_threads, stream, False)
+                whole = _run_mode(*args, True, n_threads, stream, False)
+                np.testing.assert_array_equal(
+                    bits(whole), bits(ring),
+                    err_msg=f"{variant} ->{out_layout} {n_threads}t {stream}")
+    if op == "backward":
+        assert_matches_reference(whole, values, target_shape)
+    else:
+        from test_forward import assert_within, exact, forward_bound
+
+        assert_within(whole, exact(values, target_shape[2:]),
+                      forward_bound(values, target_shape[2:]))
+
+
+def test_whole_planes_only_where_they_are_small():
+    """The default rule: tiny channels-last planes whole, large ones through
+    the ring, channels-first planes never (they have their own schedule)."""
+    from trilinear_bwd import _plan
+
+    def plan(shape, layout, size):
+        g = in_layout(random_grad(shape, "float32"), layout)
+        out = out_array(size, g.dtype, layout)
+        return make_plan(check(BACKWARD, g, out, shape[2:], size, False, (0, 0, 0)), 2).kernel
+
+    assert plan((2, 32, 6, 6, 6), "ndhwc", (2, 32, 3, 3, 3)).whole_planes
+    assert not plan((2, 32, 64, 64, 64), "ndhwc", (2, 32, 32, 32, 32)).whole_planes
+    assert not plan((2, 32, 6, 6, 6), "ncdhw", (2, 32, 3, 3, 3)).whole_planes
+    # A channels-last source whose planes are not one run (padded rows) keeps the ring.
+    g = random_grad((2, 32, 6, 6, 6), "float32")
+    padded = np.zeros((2, 6, 6, 7, 32), np.float32)[:, :, :, :6].transpose(0, 4, 1, 2, 3)
+    padded[...] = g
+    out = out_array((2, 32, 3, 3, 3), g.dtype, "ndhwc")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_plan, "WHOLE_PLANE_BYTES", 2**62)
+        k = make_plan(check(BACKWARD, padded, out, (6, 6, 6), out.shape, False, (0, 0, 0)), 2)
+    assert k.channels_last and not k.kernel.whole_planes
+    # Just over the limit: the scratch of the plane is what the rule counts.
+    k = plan((1, 16, 24, 24, 24), "ndhwc", (1, 16, 12, 12, 12))
+    assert k.whole_planes
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_plan, "WHOLE_PLANE_BYTES", 24 * 16 * 24 * 4)
+        assert not plan((1, 16, 24, 24, 24), "ndhwc", (1, 16, 12, 12, 12)).whole_planes

@@ -48,10 +48,12 @@ cdef extern from "_row_sums.h" nogil:
                       int64_t n, int first) noexcept
 
 cdef extern from "_w_channels.h" nogil:
-    void tb_w_channels_f32(float* out, const float* row, const int64_t* ptr,
+    void tb_w_channels_f32(float* out, int64_t out_stride, const float* row,
+                           int64_t row_stride, int64_t n_rows, const int64_t* ptr,
                            const int64_t* src, const float* w, int64_t n_in,
                            int64_t v, int stream) noexcept
-    void tb_w_channels_f64(double* out, const double* row, const int64_t* ptr,
+    void tb_w_channels_f64(double* out, int64_t out_stride, const double* row,
+                           int64_t row_stride, int64_t n_rows, const int64_t* ptr,
                            const int64_t* src, const double* w, int64_t n_in,
                            int64_t v, int stream) noexcept
 
@@ -218,18 +220,25 @@ cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* 
         tb_reduce_rows_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
 
 
+cdef inline void w_pass_channels(floating* out, int64_t out_stride, const floating* rows,
+                                 int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t v,
+                                 bint stream) noexcept nogil:
+    # w_pass of n_rows rows, ``row_stride`` apart, into rows ``out_stride`` apart.
+    if floating is float:
+        tb_w_channels_f32(out, out_stride, rows, row_stride, n_rows, ax.ptr, ax.src,
+                          <const float*> ax.weight, ax.n_in, v, stream)
+    else:
+        tb_w_channels_f64(out, out_stride, rows, row_stride, n_rows, ax.ptr, ax.src,
+                          <const double*> ax.weight, ax.n_in, v, stream)
+
+
 cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int64_t v,
                         bint stream) noexcept nogil:
     # The W backward of one row of v channels per position, as an axpy over
     # the v contiguous channels per term (the channels-last W pass, and the
     # channels-first one of an axis without a padded table), optionally with
     # streaming stores.
-    if floating is float:
-        tb_w_channels_f32(out, row, ax.ptr, ax.src, <const float*> ax.weight, ax.n_in, v,
-                          stream)
-    else:
-        tb_w_channels_f64(out, row, ax.ptr, ax.src, <const double*> ax.weight, ax.n_in, v,
-                          stream)
+    w_pass_channels(out, 0, row, 0, 1, ax, v, stream)
 
 
 cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* rows,

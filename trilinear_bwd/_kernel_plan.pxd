@@ -59,6 +59,8 @@ ctypedef struct Problem:
     int64_t nb2            # slice b is (b // nb2, b % nb2)
     int64_t n_items        # slices * items per slice: the units of parallel work
     int64_t planes_per_item  # input planes an item computes: 1, or 2 in channels-last mode
+    bint whole_planes      # channels-last planes small enough to sum over D, then H,
+                           # then W whole, as channels-first ones are (see _plan.py)
     int64_t oh
     int64_t ring           # rows of acc_d: oh, or the channels-last ring (see _plan.py)
     const int64_t* ring_src  # the H table's src, modulo ring: the acc_d row of each term

@@ -56,7 +56,8 @@ cdef class KernelPlan:
 
     def __cinit__(self, *, int dtype, int read_mode, bint plane_run, bint stream,
                   bint out_direct, int64_t nb2, int64_t n_items, int64_t planes_per_item,
-                  int64_t oh, int64_t ring, int64_t id, int64_t ih, int64_t v, int64_t L,
+                  bint whole_planes, int64_t oh, int64_t ring, int64_t id, int64_t ih,
+                  int64_t v, int64_t L,
                   tuple source, tuple target, tuple tables, int64_t h_stride,
                   int64_t off_acch, int64_t off_conv, int64_t off_out, int64_t off_narrow,
                   int64_t slot_bytes, int64_t w_rows):
@@ -73,6 +74,7 @@ cdef class KernelPlan:
         self.p.nb2 = nb2
         self.p.n_items = n_items
         self.p.planes_per_item = planes_per_item
+        self.p.whole_planes = whole_planes
         self.p.oh = oh
         self.p.ring = ring
         self.p.id = id
@@ -105,6 +107,11 @@ cdef class KernelPlan:
     def planes_per_item(self):
         """int: input planes per work item (2 in channels-last mode where it balances)."""
         return self.p.planes_per_item
+
+    @property
+    def whole_planes(self):
+        """bool: channels-last planes summed over each axis whole (small planes)."""
+        return bool(self.p.whole_planes)
 
     @property
     def target_row(self):

@@ -44,6 +44,7 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_have_f16c,
     tb_store_fence,
     w_pass,
+    w_pass_channels,
     w_pass_rows,
     w_pass_rows_16,
 )
@@ -158,7 +159,32 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
     cdef floating* ring
     cdef int64_t done[TB_MAX_PLANES_PER_ITEM]
 
-    if p.v > 1:
+    if p.whole_planes:
+        # Small channels-last planes, one after the other: D for the whole
+        # plane in one sweep (its source plane is one run), then H for all
+        # its rows, then W for all of them, a call per pass rather than per
+        # row.  Each element takes the same terms in the same order as in
+        # the ring below, so the same bits.
+        for g in range(n_planes):
+            _reduce_source(acc_d, w_d, d_ptr + g, p.ax_d.src, p, source, src_base,
+                           p.source.s_d, conv, p.oh * L)
+            if TB_STOP_AFTER == 1:
+                continue
+            reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src,
+                        <const floating*> p.ax_h.weight, p.ih, L, False)
+            if TB_STOP_AFTER == 2:
+                continue
+            off = dst_base + g * p.target.s_d
+            if p.out_direct:
+                w_pass_channels((<floating*> target) + off, p.target.s_h, acc_h, p.h_stride,
+                                p.ih, &p.ax_w, p.v, p.stream)
+            else:
+                # Rows to be rounded go through a one-row buffer, which stays
+                # in L1 (a buffer of the whole plane measured slower).
+                for y in range(p.ih):
+                    _w_and_store(p, target, off + y * p.target.s_h, acc_h + y * p.h_stride,
+                                 out, ws)
+    elif p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
         # A source row is summed over D when the first H row that needs it
         # comes up, into a ring of p.ring rows per plane (H reads rows in

@@ -20,12 +20,14 @@ One slot per thread, each region starting on a 64-byte line, in the
 accumulation type (float32, or float64 for float64 data):
 
 * ``acc_d``: rows of source summed over D for the plane in progress: all
-  oH of them in channels-first mode; in channels-last mode, for each plane
+  oH of them in channels-first mode and for small channels-last planes
+  (``WHOLE_PLANE_BYTES``); in channels-last mode otherwise, for each plane
   of the item, a ring of the few rows the H pass still needs (``ring``
   rows, see :func:`ring_rows`);
 * ``acc_h``: the plane summed over H (iH rows, each with room for the zero
   sentinel and 32 spare elements that the W gather reads past its end; one
-  row in channels-last mode, where each row is reduced over W at once);
+  row in channels-last mode, where each row is reduced over W at once,
+  unless the plane is small);
 * ``conv``: two source rows converted to the accumulation type (only for
   rows that are not unit-stride; unit-stride float16/bfloat16 rows are
   widened inside the D pass's axpy);
@@ -84,6 +86,12 @@ CHANNELS_LAST_PLANES_PER_ITEM = MAX_PLANES_PER_ITEM
 # rows, or no padded table for 16-bit storage), the buffer's rows.
 W_ROWS_STREAMED = 4
 W_ROWS_BUFFERED = 8
+# A channels-last plane whose scratch (its D sums, H sums and a buffered
+# target row) takes at most this many bytes, and whose source plane is one
+# run, is summed over D, then H, then W whole, a call per pass, as a
+# channels-first plane is: for small planes the calls per row cost more than
+# the ring's locality saves (docs/performance.md, "Whole channels-last planes").
+WHOLE_PLANE_BYTES = 128 * 2**10
 
 
 def _round_up(nbytes):
@@ -239,21 +247,29 @@ def make_plan(call, n_threads):
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
     h_stride = _round_up((length + 1 + W_SPARE) * acc.itemsize) // acc.itemsize
     conv = 2 * length if read_mode == READ_CONVERT else 0
-    # Channels-last reduces each H row over W at once: one acc_h row suffices.
-    ring = ring_rows(tables[1].ptr, tables[1].src) if v > 1 else oh
+    # Channels-last reduces each H row over W at once: one acc_h row and a
+    # ring of D sums suffice, except for planes small enough to take whole.
+    row_out = 0 if out_direct else iw * v
+    whole = (v > 1 and plane_run
+             and (oh * length + ih * h_stride + row_out) * acc.itemsize <= WHOLE_PLANE_BYTES)
+    ring = ring_rows(tables[1].ptr, tables[1].src) if v > 1 and not whole else oh
     # Channels-last items take two input planes row by row (see _kernels.pxi),
     # unless that would leave fewer than 4 items per thread to balance.
     slices = n if channels_last else n * c
     per_item = 1
     if v > 1 and slices * -(-id_ // CHANNELS_LAST_PLANES_PER_ITEM) >= 4 * n_threads:
         per_item = CHANNELS_LAST_PLANES_PER_ITEM
-    if v > 1:
+    if whole and out_direct:
+        w_rows = ih
+    elif v > 1:
         w_rows = 1
     elif not out_direct:
         w_rows = min(ih, W_ROWS_BUFFERED)
     else:
         w_rows = min(ih, W_ROWS_STREAMED) if stream else ih
-    sizes = [per_item * ring * length, (ih if v == 1 else 1) * h_stride, conv,
+    # A whole channels-last plane is done before the item's next one starts.
+    sizes = [(1 if whole else per_item) * ring * length,
+             (ih if v == 1 or whole else 1) * h_stride, conv,
              0 if out_direct else w_rows * iw * v]
     narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
     offsets, slot = [], 0
@@ -269,7 +285,8 @@ def make_plan(call, n_threads):
     kernel = KernelPlan(
         dtype=call.dtype_code, read_mode=read_mode, plane_run=plane_run, stream=stream,
         out_direct=out_direct, nb2=1 if channels_last else c, n_items=n_items,
-        planes_per_item=per_item, oh=oh, ring=ring, id=id_, ih=ih, v=v, L=length,
+        planes_per_item=per_item, whole_planes=whole, oh=oh, ring=ring, id=id_, ih=ih, v=v,
+        L=length,
         source=source_volume, target=target_volume, tables=tuple(tables),
         h_stride=h_stride, off_acch=offsets[1], off_conv=offsets[2], off_out=offsets[3],
         off_narrow=offsets[4], slot_bytes=slot, w_rows=w_rows,

@@ -1,8 +1,9 @@
 /*
- * The W pass of one channels-last row: out[i, :v] = sum over the terms
- * ptr[i] <= t < ptr[i+1] of w[t] * row[src[t], :v] -- the same operations
- * in the same order as the row sums ((0 + w0*x0) + w1*x1) + ..., in one
- * loop so that short channel runs do not pay a call per output position.
+ * The W pass of channels-last rows: out[i, :v] = sum over the terms
+ * ptr[i] <= t < ptr[i+1] of w[t] * row[src[t], :v] for each row -- the same
+ * operations in the same order as the row sums ((0 + w0*x0) + w1*x1) + ...,
+ * in one loop so that short channel runs do not pay a call per output
+ * position (nor small planes a call per row).
  *
  * Where the channels fill whole vectors (any count, with AVX-512's masked
  * tails), each vector of out[i] is summed over all of i's terms in a

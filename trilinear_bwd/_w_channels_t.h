@@ -96,33 +96,60 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_vector_)(TB_T *restrict out,
         }
     }
 }
+
+/* tb_w_channels_fixed_ over n_rows rows, v known to the compiler where the
+ * entry point passes a constant. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_rows_)(TB_T *restrict out, int64_t out_stride,
+                                                    const TB_T *restrict row, int64_t row_stride,
+                                                    int64_t n_rows, const int64_t *restrict ptr,
+                                                    const int64_t *restrict src,
+                                                    const TB_T *restrict w, int64_t n_in,
+                                                    int64_t v, int stream)
+{
+    for (int64_t r = 0; r < n_rows; ++r)
+        TB_TYPED(tb_w_channels_fixed_)(out + r * out_stride, row + r * row_stride, ptr, src, w,
+                                       n_in, v, stream);
+}
 #endif
 
-/* The entry point; the common channel counts get a copy with v known to
- * the compiler. */
-static inline void TB_TYPED(tb_w_channels_)(TB_T *restrict out, const TB_T *restrict row,
-                                            const int64_t *restrict ptr,
+/* The entry point: n_rows rows, `row_stride` elements apart, into rows
+ * `out_stride` apart (one call for a whole small plane saves a call and the
+ * switch per row); the common channel counts get a copy with v known to the
+ * compiler. */
+static inline void TB_TYPED(tb_w_channels_)(TB_T *restrict out, int64_t out_stride,
+                                            const TB_T *restrict row, int64_t row_stride,
+                                            int64_t n_rows, const int64_t *restrict ptr,
                                             const int64_t *restrict src,
                                             const TB_T *restrict w, int64_t n_in, int64_t v,
                                             int stream)
 {
+    int64_t r;
 #if defined(TB_LANES_f32)
-    /* Streamed pieces are 16 bytes, each aligned. */
-    stream = stream && ((uintptr_t)out & 15) == 0 && (v * sizeof(TB_T)) % 16 == 0;
+    /* Streamed pieces are 16 bytes, each aligned, in every row. */
+    stream = stream && ((uintptr_t)out & 15) == 0 && (v * sizeof(TB_T)) % 16 == 0
+             && (n_rows == 1 || (out_stride * sizeof(TB_T)) % 16 == 0);
     switch (v) {
-    case 8: TB_TYPED(tb_w_channels_fixed_)(out, row, ptr, src, w, n_in, 8, stream); return;
-    case 16: TB_TYPED(tb_w_channels_fixed_)(out, row, ptr, src, w, n_in, 16, stream); return;
-    case 32: TB_TYPED(tb_w_channels_fixed_)(out, row, ptr, src, w, n_in, 32, stream); return;
-    case 64: TB_TYPED(tb_w_channels_fixed_)(out, row, ptr, src, w, n_in, 64, stream); return;
+    case 8: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
+                                          n_in, 8, stream); return;
+    case 16: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
+                                           n_in, 16, stream); return;
+    case 32: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
+                                           n_in, 32, stream); return;
+    case 64: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
+                                           n_in, 64, stream); return;
     }
     if (TB_HAVE_MASKS || v % TB_LANES == 0) {
-        TB_TYPED(tb_w_channels_vector_)(out, row, ptr, src, w, n_in, v, stream);
+        for (r = 0; r < n_rows; ++r)
+            TB_TYPED(tb_w_channels_vector_)(out + r * out_stride, row + r * row_stride, ptr, src,
+                                            w, n_in, v, stream);
         return;
     }
 #endif
     /* Without vectors, ordinary stores whatever `stream` says. */
     (void)stream;
-    TB_TYPED(tb_w_channels_scalar_)(out, row, ptr, src, w, n_in, v);
+    for (r = 0; r < n_rows; ++r)
+        TB_TYPED(tb_w_channels_scalar_)(out + r * out_stride, row + r * row_stride, ptr, src, w,
+                                        n_in, v);
 }
 
 #if defined(TB_LANES_f32)
