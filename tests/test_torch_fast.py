@@ -180,6 +180,66 @@ def test_a_refused_geometry_goes_to_pytorch_every_time(op, no_careful_path):
     assert torch.equal(first, _call(op, t, scales=scales)) and torch.equal(first, second)
 
 
+def _same_shape_other_strides(t):
+    """``t``'s values in tensors of its shape laid out in other ways, each a different layout for PyTorch."""
+    swapped = t.transpose(2, 3).contiguous().transpose(2, 3)          # D and H strides swapped
+    sliced = torch.cat([t, t], dim=-1)[..., ::2].copy_(t)              # not dense
+    return [t, t.contiguous(memory_format=torch.channels_last_3d), swapped, sliced]
+
+
+def _pytorch_strides(op, t, size):
+    """The strides of PyTorch's own result for ``t``: its meta kernel, which the override leaves alone."""
+    return _call(op, torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta"),
+                 size=size).stride()
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("route", ["disabled", "refused"])
+def test_calls_handed_to_pytorch_get_its_layout_for_every_source_layout(op, route):
+    """PyTorch's layout of the result, on the first call of a source layout and after it.
+
+    The layout of a call handed to PyTorch is remembered by the source's shape
+    and strides: sources of one shape in other layouts, interleaved, must each
+    get theirs -- among them a (1, 3, 1, 1, 1) pair that ``is_contiguous()``
+    in both formats but that PyTorch lays out differently.
+    """
+    size = (6, 8, 10)
+    sources = _same_shape_other_strides(_source(op, torch.float64, "NCDHW"))
+    one = torch.arange(3, dtype=torch.float64).reshape(1, 3, 1, 1, 1)
+    sources += [one, torch.empty_strided(one.shape, (3, 1, 3, 3, 3), dtype=one.dtype).copy_(one)]
+    scales = (None, None, None)
+    if route == "disabled":
+        tbt.disable()
+    else:
+        scales = (1.5, 1.5, 1.5)        # inconsistent with the sizes: refused, PyTorch's
+    expected = [_pytorch_strides(op, t, size) for t in sources]
+    assert len({(t.shape, e) for t, e in zip(sources, expected)}) >= 4   # layouts differ
+    first = [_call(op, t, size=size, scales=scales) for t in sources]
+    for _ in range(2):
+        for t, e, f in zip(sources, expected, first):
+            again = _call(op, t, size=size, scales=scales)
+            assert f.stride() == e and again.stride() == e
+            assert torch.equal(again, f) and again.data_ptr() != f.data_ptr()
+    for t, f in zip(sources, first):
+        # PyTorch's values for each layout agree with its contiguous one.
+        assert torch.allclose(f, _call(op, t.contiguous(), size=size, scales=scales))
+
+
+def test_remembered_layouts_are_pytorchs_rule_for_every_source_layout(monkeypatch):
+    """_memory_format's memo, keyed by shape and strides, answers as the rule does, bounded."""
+    monkeypatch.setattr(tbt, "MEMORY_FORMATS_SIZE", 3)
+    monkeypatch.setattr(tbt, "_memory_formats", {})
+    one = torch.arange(3.0).reshape(1, 3, 1, 1, 1)
+    sources = _same_shape_other_strides(_source("forward", torch.float32, "NCDHW"))
+    sources += [one, torch.empty_strided(one.shape, (3, 1, 3, 3, 3)).copy_(one)]
+    expected = [tbt._suggested_memory_format(t) for t in sources]
+    assert len(set(expected)) == 2
+    for _ in range(2):
+        for t, e in zip(sources, expected):
+            assert tbt._memory_format(t) == e
+            assert len(tbt._memory_formats) <= 3
+
+
 def test_the_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(tbt, "GEOMETRY_CACHE_SIZE", 4)
     for n in range(1, 11):

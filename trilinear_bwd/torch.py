@@ -86,7 +86,33 @@ except ImportError:  # pragma: no cover - a private helper that could move
 
 
 def _memory_format(grad_output):
-    """The layout of the gradient PyTorch's own kernel would allocate."""
+    """The layout of the gradient PyTorch's own kernel would allocate.
+
+    Remembered by shape and strides (PyTorch's rule, in Python, costs a few
+    microseconds, and the front ends ask on every call); tensors whose
+    shape or strides cannot be keyed (symbolic sizes, no strides) are asked
+    every time.
+    """
+    try:
+        key = (grad_output.shape, grad_output.stride())
+        memory_format = _memory_formats.get(key)
+    except (TypeError, RuntimeError):
+        return _suggested_memory_format(grad_output)
+    if memory_format is None:
+        memory_format = _suggested_memory_format(grad_output)
+        if len(_memory_formats) >= MEMORY_FORMATS_SIZE:
+            _memory_formats.clear()
+        _memory_formats[key] = memory_format
+    return memory_format
+
+
+# _memory_format's memo: a layout per shape and strides, a pure function of them.
+MEMORY_FORMATS_SIZE = 512
+_memory_formats = {}
+
+
+def _suggested_memory_format(grad_output):
+    """PyTorch's rule for the layout of its result (``suggest_memory_format``), uncached."""
     if grad_output.dim() == 5 and grad_output.size(1) > 1:
         if _suggest_memory_format is not None:
             return _suggest_memory_format(grad_output)
@@ -746,6 +772,9 @@ def call_counts():
 
 GEOMETRY_CACHE_SIZE = 512
 _geometries = {}
+# The strides of PyTorch's result for the calls handed to it, by the source's
+# shape and strides and the result's shape (_pytorch_result).
+_pytorch_layouts = {}
 # A geometry this library's contract refuses (PyTorch's kernel takes it).
 _REFUSED = "refused"
 
@@ -858,15 +887,40 @@ def _kernel_or_fallback_cold(key, grad_output, output_size, input_size, align_co
     return grad_input
 
 
+def _pytorch_result(source, shape):
+    """A fresh tensor of ``shape`` laid out as PyTorch's kernel lays out its result for ``source``.
+
+    The layout (:func:`_memory_format`, a few microseconds in Python) is
+    remembered by the source's shape and strides, so a geometry handed to
+    PyTorch again -- every call after :func:`disable`, a refused geometry --
+    pays for an allocation only.
+    """
+    key = (source.shape, source.stride(), shape)
+    strides = _pytorch_layouts.get(key)
+    if strides is not None:
+        return source.new_empty_strided(shape, strides)
+    result = torch.empty(shape, dtype=source.dtype, device=source.device,
+                         memory_format=_memory_format(source))
+    if len(_pytorch_layouts) >= GEOMETRY_CACHE_SIZE:
+        _pytorch_layouts.clear()
+    _pytorch_layouts[key] = result.stride()
+    return result
+
+
+# PyTorch's kernels through their out= overloads, which the override leaves
+# alone, by the cheapest calls there are: the forward's Python binding (what
+# F.interpolate calls), the backward's operator without OpOverload's frame.
+_forward_out = torch._C._nn.upsample_trilinear3d
+_backward_out = getattr(torch.ops.aten.upsample_trilinear3d_backward.grad_input, "_op",
+                        torch.ops.aten.upsample_trilinear3d_backward.grad_input)
+
+
 def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_d, scales_h,
                     scales_w):
     """PyTorch's own CPU kernel, through the ``out=`` overload that the override leaves alone."""
-    grad_input = torch.empty(tuple(input_size), dtype=grad_output.dtype,
-                             device=grad_output.device,
-                             memory_format=_memory_format(grad_output))
-    return torch.ops.aten.upsample_trilinear3d_backward.grad_input(
-        grad_output, output_size, input_size, align_corners, scales_d, scales_h, scales_w,
-        grad_input=grad_input)
+    grad_input = _pytorch_result(grad_output, tuple(input_size))
+    return _backward_out(grad_output, output_size, input_size, align_corners, scales_d,
+                         scales_h, scales_w, grad_input=grad_input)
 
 
 def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w):
@@ -896,13 +950,11 @@ def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scal
 def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
     """PyTorch's own CPU forward, through the ``out=`` overload that the override leaves alone."""
     if x.dim() == 5:
-        out = torch.empty(tuple(x.shape[:2]) + tuple(output_size), dtype=x.dtype,
-                          device=x.device, memory_format=_memory_format(x))
+        out = _pytorch_result(x, (x.shape[0], x.shape[1], *output_size))
     else:
         # Not 5-D: PyTorch's kernel raises its own error before it looks at out.
         out = torch.empty(0, dtype=x.dtype, device=x.device)
-    return torch.ops.aten.upsample_trilinear3d.out(
-        x, output_size, align_corners, scales_d, scales_h, scales_w, out=out)
+    return _forward_out(x, output_size, align_corners, scales_d, scales_h, scales_w, out=out)
 
 
 def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
