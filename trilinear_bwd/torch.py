@@ -890,10 +890,11 @@ def _kernel_or_fallback_cold(key, grad_output, output_size, input_size, align_co
 def _pytorch_result(source, shape):
     """A fresh tensor of ``shape`` laid out as PyTorch's kernel lays out its result for ``source``.
 
-    The layout (:func:`_memory_format`, a few microseconds in Python) is
-    remembered by the source's shape and strides, so a geometry handed to
-    PyTorch again -- every call after :func:`disable`, a refused geometry --
-    pays for an allocation only.
+    The result's strides are remembered by the source's shape and strides,
+    so a geometry handed to PyTorch again -- every call after
+    :func:`disable`, a refused geometry -- allocates by
+    ``new_empty_strided``, which costs less than ``torch.empty`` with a
+    memory format.
     """
     key = (source.shape, source.stride(), shape)
     strides = _pytorch_layouts.get(key)
