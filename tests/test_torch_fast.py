@@ -378,6 +378,29 @@ def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
     assert len(table) == 2 + len(rows) and table[2].startswith("| forward | NCDHW | (1, 1, 2, 2, 2)")
 
 
+def test_the_sweeps_pytorch_side_runs_apart_and_reports_its_failures(monkeypatch):
+    """PyTorch's side of bench --sweep: a process without this library's registration."""
+    from trilinear_bwd import _bench_calls
+
+    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
+    theirs = _bench_calls._PytorchProcess(((1, 1, 2),), None)
+    try:
+        assert theirs.time(0) > 0 and theirs.time(3) > 0
+        with pytest.raises(RuntimeError, match="PyTorch side of the sweep failed"):
+            theirs.time(4)                  # no such point: the child's error comes back
+    finally:
+        theirs.close()
+    # The child refuses to time once trilinear_bwd.torch is imported there.
+    import subprocess
+    import sys
+    code = ("import io, sys, trilinear_bwd.torch; sys.stdin = io.StringIO('0\\n'); "
+            "from trilinear_bwd._bench_calls import serve_pytorch_sweep; "
+            "serve_pytorch_sweep('{\"sweep\": [[1, 1, 2]], \"threads\": 1, "
+            "\"round_seconds\": 0.0001}')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0 and "imported trilinear_bwd.torch" in done.stderr
+
+
 # -- the public front ends: the same per-geometry path as the aten operators ----------
 
 def _public_backward(g, **kwargs):

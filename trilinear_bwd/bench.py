@@ -390,8 +390,9 @@ def main(argv=None):
     p.add_argument("--no-calls", action="store_true",
                    help="skip the headline table (the calls users make)")
     p.add_argument("--sweep", action="store_true",
-                   help="only the enable() sweep: the aten operators beside PyTorch's, size by "
-                        "size (both layouts, forward and backward)")
+                   help="only the enable() sweep: the calls users make under enable() "
+                        "beside the same calls in a process with plain PyTorch, size by size "
+                        "(both layouts, forward and backward)")
     p.add_argument("--compiled", action="store_true",
                    help="only the compiled-model table: layers under torch.compile, with and "
                         "without enable(), beside eager")
@@ -402,9 +403,10 @@ def main(argv=None):
     # The tables that only make sense beside PyTorch: (flag, name, what is
     # timed, the heading printed above the table).
     only = {
-        "sweep": ("the enable() sweep", "Through enable(), beside PyTorch's own kernels "
-                  "(warm: one geometry called repeatedly; best of the rounds; ratio = "
-                  "PyTorch's time over ours):"),
+        "sweep": ("the enable() sweep", "F.interpolate and the backward as autograd calls "
+                  "it, through enable(), beside the same calls in a process with plain "
+                  "PyTorch (warm: one geometry called repeatedly; best of the rounds; "
+                  "ratio = PyTorch's time over ours):"),
         "compiled": ("the compiled-model table", "Under torch.compile (default backend), "
                      "beside eager (one forward + backward, float32; best of the rounds; "
                      "ratios above 1: the second is faster):"),
