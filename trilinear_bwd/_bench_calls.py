@@ -337,18 +337,20 @@ def serve_pytorch_sweep(spec):
     ROUND_SECONDS = spec["round_seconds"]
     if spec["threads"] is not None:
         torch.set_num_threads(spec["threads"])
-    calls = [_sweep_call(torch, op, layout, tuple(point))
-             for op, layout, point in _sweep_points(spec["sweep"])]
-    batches = {}
+    points = _sweep_points(spec["sweep"])
+    current = None    # (index, call, batch): the parent asks for one point at a time
     for line in sys.stdin:
         i = int(line)
-        fn = calls[i]
-        if i not in batches:
-            batches[i] = _batch(fn)
+        if current is None or current[0] != i:
+            op, layout, point = points[i]
+            current = None    # the previous point's tensors go before the next one's come
+            fn = _sweep_call(torch, op, layout, tuple(point))
+            current = (i, fn, _batch(fn))
+        _, fn, batch = current
         start = time.perf_counter()
-        for _ in range(batches[i]):
+        for _ in range(batch):
             fn()
-        elapsed = (time.perf_counter() - start) / batches[i]
+        elapsed = (time.perf_counter() - start) / batch
         if "trilinear_bwd.torch" in sys.modules:   # the comparison would be void
             raise RuntimeError("the PyTorch side imported trilinear_bwd.torch")
         print(repr(elapsed), flush=True)
