@@ -65,6 +65,7 @@ need = [
     "trilinear_bwd/_kernels.pxi", "trilinear_bwd/_kernel_helpers.pxd",
     "trilinear_bwd/_kernels_baseline.pyx", "trilinear_bwd/_native.pyx",
     "trilinear_bwd/_kernel_plan.pyx", "trilinear_bwd/_kernel_plan.pxd",
+    "trilinear_bwd/_torch_fast.pyx",
     "tests/conftest.py", "tests/digests.json", "docs/conf.py", "docs/index.md",
     "docs/operator.md",
 ]

@@ -342,6 +342,37 @@ def test_bitwise_identical_for_every_layout(dtype):
             np.testing.assert_array_equal(bits(y), base, err_msg=f"{layout} -> {out_layout}")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("channels", [2, 3, 8, 12, 16, 32, 40, 64, 65])
+@pytest.mark.parametrize("stream", [False, True], ids=["stored", "streamed"])
+def test_channels_last_every_variant_gives_the_channels_first_bits(dtype, channels, stream,
+                                                                    monkeypatch):
+    """Every forward table has two terms a point, which the channels-last W pass
+    sums without its loop over terms (copies of their own for 8, 16, 32 and 64
+    channels): in each variant, with whole planes and with the ring, stored and
+    streamed, it gives the channels-first pass's bits."""
+    from trilinear_bwd import _dispatch, _plan
+
+    x = random_x((2, channels, 3, 4, 5), dtype, seed=7)
+    outs = (6, 8, 11)
+    want = bits(tb.upsample_trilinear3d(x, outs, num_threads=1))
+    monkeypatch.setattr(_plan, "streamed", lambda *a: stream)
+    for variant in _dispatch.available_variants():
+        for whole in (True, False):
+            monkeypatch.setattr(_plan, "WHOLE_PLANE_BYTES", 2**30 if whole else 0)
+            _plan.clear_plans()
+            got = out_array((2, channels) + outs, x.dtype, "ndhwc")
+            with _dispatch.forced(variant):
+                size, executor = tb.get_forward_workspace_size(
+                    in_layout(x, "ndhwc"), outs, False, 0.0, 0.0, 0.0, got, num_threads=2)
+            plan = executor._plan
+            assert plan.channels_last and plan.kernel.whole_planes == whole
+            assert plan.kernel.stream == stream
+            tb.execute(tb.alloc_workspace(size), size, executor)
+            np.testing.assert_array_equal(bits(got), want, err_msg=f"{variant}, whole={whole}")
+    _plan.clear_plans()
+
+
 # -- 6. CANN's worked example -------------------------------------------------------------------
 
 def test_cann_worked_example():

@@ -89,7 +89,7 @@ def test_hot_calls_give_the_cold_calls_bits(op, layout, dtype, align_corners,
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("change", ["shape", "strides", "dtype", "sizes", "align_corners",
                                     "scales", "threads"])
-def test_a_changed_geometry_misses(op, change, monkeypatch):
+def test_a_changed_geometry_misses(op, change):
     t = _source(op, torch.float32, "NCDHW")
     kwargs = {}
     _call(op, t)
@@ -109,9 +109,15 @@ def test_a_changed_geometry_misses(op, change, monkeypatch):
             kwargs["scales"] = (2.0, 2.0, 2.0)
         else:
             kwargs["scales"] = (6 / 9, 8 / 11, 10 / 13)
+    if change == "threads":
+        # Another OpenMP default, as threadpoolctl or torch.set_num_threads sets it.
+        threadpoolctl = pytest.importorskip("threadpoolctl")
+        other = trilinear_bwd._native.effective_n_threads(None) + 1
+        with threadpoolctl.threadpool_limits(limits=other, user_api="openmp"):
+            assert trilinear_bwd._native.effective_n_threads(None) == other
+            got = _call(op, t, **kwargs)
     else:
-        monkeypatch.setattr(tbt._native, "effective_n_threads", lambda n=None: 1)
-    got = _call(op, t, **kwargs)
+        got = _call(op, t, **kwargs)
     assert len(tbt._geometries) == 2
     # The miss computed its own geometry: PyTorch's kernel agrees within rounding.
     tbt.disable()
@@ -149,6 +155,45 @@ def test_a_misaligned_source_of_a_known_geometry_is_checked_every_call(op, dtype
     assert len(careful) == 2
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS)
+def test_a_team_of_two_runs_through_the_c_entry_point(op, layout):
+    """A remembered geometry's team of several starts OpenMP from the variant's
+    C entry point (``RUN_TEAM``): the same bits as its team of one."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    n, c = 2, 16
+    results = {}
+    for threads in (1, 2):
+        tbt._geometries.clear()
+        with threadpoolctl.threadpool_limits(limits=threads, user_api="openmp"):
+            # About a megabyte moved: a team of two where two are asked for.
+            t = _tensor((n, c) + ((16, 20, 24) if op == "backward" else (8, 10, 12)),
+                        torch.float32, layout, seed=3)
+            size = (8, 10, 12) if op == "backward" else (16, 20, 24)
+            _call(op, t, size=size)
+            (geometry,) = tbt._geometries.values()
+            assert geometry.threads == threads
+            before = tbt.call_counts()[_counted(op)]
+            results[threads] = _call(op, t, size=size)
+            assert tbt.call_counts()[_counted(op)] == before + 1
+    assert torch.equal(results[1], results[2])
+
+
+def test_a_geometry_refuses_what_would_crash_its_kernel():
+    from trilinear_bwd import _dispatch, _plan
+
+    _call("forward", _source("forward", torch.float32, "NCDHW"))
+    kernel_plan = next(reversed(_plan._plans.values()))[0].kernel
+    run_team = _dispatch.kernel_module().RUN_TEAM
+    good = dict(kernel_plan=kernel_plan, run_team=run_team, shape=(1,), strides=(1,),
+                itemsize=4, threads=1, workspace_size=0, allocate=None, allocate_args=(),
+                check_strides=False, scratch=None, safe_threads=None)
+    trilinear_bwd._torch_fast.Geometry(**good)
+    for bad in ({"run_team": 0}, {"itemsize": 0}, {"threads": 0}, {"workspace_size": -1}):
+        with pytest.raises(ValueError, match="null entry point"):
+            trilinear_bwd._torch_fast.Geometry(**{**good, **bad})
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_results_are_fresh_writable_and_alias_nothing(op):
     t = _source(op, torch.float32, "NDHWC")
@@ -161,6 +206,17 @@ def test_results_are_fresh_writable_and_alias_nothing(op):
     results[1].fill_(7.0)                          # writable, and writing one ...
     assert torch.equal(results[0], first)          # ... leaves the others alone
     assert torch.equal(results[2], first)
+    # Small results copy a template's metadata; none lies in its storage,
+    # and each owns a storage of its own size, resizable as PyTorch's are.
+    template = tbt._template_storage
+    assert template is not None
+    shared = (template.data_ptr(), template.data_ptr() + template.nbytes())
+    for r in results:
+        storage = r.untyped_storage()
+        assert storage.nbytes() == r.numel() * 4 and storage.data_ptr() == r.data_ptr()
+        assert not shared[0] <= r.data_ptr() < shared[1]
+    results[3].resize_(2, 3)
+    assert results[3].shape == (2, 3)
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -51,11 +51,21 @@ cdef extern from "_w_channels.h" nogil:
     void tb_w_channels_f32(float* out, int64_t out_stride, const float* row,
                            int64_t row_stride, int64_t n_rows, const int64_t* ptr,
                            const int64_t* src, const float* w, int64_t n_in,
-                           int64_t v, int stream) noexcept
+                           int64_t terms, int64_t v, int stream) noexcept
     void tb_w_channels_f64(double* out, int64_t out_stride, const double* row,
                            int64_t row_stride, int64_t n_rows, const int64_t* ptr,
                            const int64_t* src, const double* w, int64_t n_in,
-                           int64_t v, int stream) noexcept
+                           int64_t terms, int64_t v, int stream) noexcept
+    int tb_hw_channels_f32(float* out, int64_t out_stride, const float* rows,
+                           int64_t row_stride, int64_t n_rows, const int64_t* h_ptr,
+                           const int64_t* h_src, const float* h_w, int64_t h_terms,
+                           const int64_t* ptr, const int64_t* src, const float* w, int64_t n_in,
+                           int64_t terms, int64_t v, int stream) noexcept
+    int tb_hw_channels_f64(double* out, int64_t out_stride, const double* rows,
+                           int64_t row_stride, int64_t n_rows, const int64_t* h_ptr,
+                           const int64_t* h_src, const double* h_w, int64_t h_terms,
+                           const int64_t* ptr, const int64_t* src, const double* w,
+                           int64_t n_in, int64_t terms, int64_t v, int stream) noexcept
 
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
@@ -226,10 +236,28 @@ cdef inline void w_pass_channels(floating* out, int64_t out_stride, const floati
     # w_pass of n_rows rows, ``row_stride`` apart, into rows ``out_stride`` apart.
     if floating is float:
         tb_w_channels_f32(out, out_stride, rows, row_stride, n_rows, ax.ptr, ax.src,
-                          <const float*> ax.weight, ax.n_in, v, stream)
+                          <const float*> ax.weight, ax.n_in, ax.terms, v, stream)
     else:
         tb_w_channels_f64(out, out_stride, rows, row_stride, n_rows, ax.ptr, ax.src,
-                          <const double*> ax.weight, ax.n_in, v, stream)
+                          <const double*> ax.weight, ax.n_in, ax.terms, v, stream)
+
+
+cdef inline bint hw_pass_channels(floating* out, int64_t out_stride, const floating* rows,
+                                  int64_t row_stride, int64_t n_rows, const Axis* ax_h,
+                                  const Axis* ax_w, int64_t v, bint stream) noexcept nogil:
+    # The H and W passes of n_rows output rows at once from the D-reduced
+    # rows, where both tables have two terms a point and v has a copy
+    # (_w_channels.h, tb_hw_channels_); False, having done nothing, otherwise.
+    if floating is float:
+        return tb_hw_channels_f32(out, out_stride, rows, row_stride, n_rows, ax_h.ptr,
+                                  ax_h.src, <const float*> ax_h.weight, ax_h.terms, ax_w.ptr,
+                                  ax_w.src, <const float*> ax_w.weight, ax_w.n_in, ax_w.terms,
+                                  v, stream)
+    else:
+        return tb_hw_channels_f64(out, out_stride, rows, row_stride, n_rows, ax_h.ptr,
+                                  ax_h.src, <const double*> ax_h.weight, ax_h.terms, ax_w.ptr,
+                                  ax_w.src, <const double*> ax_w.weight, ax_w.n_in,
+                                  ax_w.terms, v, stream)
 
 
 cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int64_t v,

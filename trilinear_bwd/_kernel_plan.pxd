@@ -15,6 +15,7 @@ ctypedef struct Axis:
     # increasing (the backward's tables: at an index where x0 == x1, the l0
     # term before l1; the forward's: l0 then l1 of each output point).
     int64_t n_in
+    int64_t terms          # terms per point where every point has as many, else 0
     const int64_t* ptr
     const int64_t* src
     const void* weight
@@ -80,6 +81,13 @@ ctypedef struct Problem:
     int64_t off_narrow     # byte offset: a target row in its 16-bit storage type
     int64_t slot_bytes     # bytes per thread slot, a multiple of 64
     int64_t w_rows         # channels-first rows per W pass call (see _plan.py)
+
+
+# Every variant's kernel as a C function (_kernels.pxi, ``_run_team``): the
+# plan's items computed by a team of n_threads, the calling thread alone for
+# one; its address is the variant's ``RUN_TEAM``.
+ctypedef void (*RunTeam)(const Problem* p, const char* source, char* target,
+                         char* workspace, int n_threads) noexcept nogil
 
 
 cdef class KernelPlan:

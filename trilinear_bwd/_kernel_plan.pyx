@@ -18,6 +18,8 @@ cdef object _address(object arr, object dtype, list keep):
 
 cdef void _fill_axis(Axis* ax, object t, list keep) except *:
     ax.n_in = t.ptr.shape[0] - 1
+    counts = np.diff(t.ptr)
+    ax.terms = counts[0] if counts.size and (counts == counts[0]).all() else 0
     ax.ptr = <const int64_t*> <uintptr_t> _address(t.ptr, np.int64, keep)
     ax.src = <const int64_t*> <uintptr_t> _address(t.src, np.int64, keep)
     ax.weight = <const void*> <uintptr_t> _address(t.weight, t.weight.dtype, keep)

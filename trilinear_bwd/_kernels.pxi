@@ -26,11 +26,12 @@ from trilinear_bwd._constants_h cimport (
     TB_READ_FLOAT16,
     TB_READ_IN_PLACE,
 )
-from trilinear_bwd._kernel_plan cimport KernelPlan, Problem
+from trilinear_bwd._kernel_plan cimport KernelPlan, Problem, RunTeam
 from trilinear_bwd._kernel_helpers cimport (
     axpy,
     axpy2,
     fill_zero,
+    hw_pass_channels,
     load_row,
     reduce_rows,
     store_row,
@@ -128,9 +129,12 @@ cdef inline void _prefetch_item(const Problem* p, const char* source, int64_t it
     cdef int64_t esize = acc_size
     if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
         esize = 2
+    # No further than the plane: a small plane's 4 KB would be mostly other
+    # memory, unmapped pages among it (a page walk each).
     tb_prefetch_rows(source + ((b // p.nb2) * p.source.s_b1
                                + (b % p.nb2) * p.source.s_b2) * esize,
-                     p.source.s_d * esize, p.ax_d.ptr + a, p.ax_d.src, TB_PF_NEXT_ITEM)
+                     p.source.s_d * esize, p.ax_d.ptr + a, p.ax_d.src,
+                     min(<int64_t> TB_PF_NEXT_ITEM, p.oh * p.L * esize))
 
 
 cdef void _item(const Problem* p, const char* source, char* target, floating* ws,
@@ -170,11 +174,15 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
                            p.source.s_d, conv, p.oh * L)
             if TB_STOP_AFTER == 1:
                 continue
+            off = dst_base + g * p.target.s_d
+            if (TB_STOP_AFTER == 0 and p.out_direct
+                    and hw_pass_channels((<floating*> target) + off, p.target.s_h, acc_d, L,
+                                         p.ih, &p.ax_h, &p.ax_w, p.v, p.stream)):
+                continue    # H and W at once (the forward's tables, common channel counts)
             reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src,
                         <const floating*> p.ax_h.weight, p.ih, L, False)
             if TB_STOP_AFTER == 2:
                 continue
-            off = dst_base + g * p.target.s_d
             if p.out_direct:
                 w_pass_channels((<floating*> target) + off, p.target.s_h, acc_h, p.h_stride,
                                 p.ih, &p.ax_w, p.v, p.stream)
@@ -274,20 +282,22 @@ cdef inline char* _first_slot(char* ws) noexcept nogil:
 
 cdef void _run(const Problem* p, const char* source, char* target, char* ws,
                int n_threads, char* seen) noexcept nogil:
-    # seen[t] is set by every thread t that computed an item: the team size
-    # actually used, reported to Python without any timing.
+    # seen[t] is set by every thread t that computed an item, unless seen is
+    # NULL: the team size actually used, reported to Python without any timing.
     cdef int64_t item
     cdef int tid
     cdef char* base = _first_slot(ws)
     if p.dtype == TB_DT_FLOAT64:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
-            seen[tid] = 1
+            if seen != NULL:
+                seen[tid] = 1
             _item[double](p, source, target, <double*> (base + tid * p.slot_bytes), item)
     else:
         for item in prange(p.n_items, schedule="static", num_threads=n_threads):
             tid = omp_get_thread_num()
-            seen[tid] = 1
+            if seen != NULL:
+                seen[tid] = 1
             _item[float](p, source, target, <float*> (base + tid * p.slot_bytes), item)
 
 
@@ -303,6 +313,25 @@ cdef void _run_alone(const Problem* p, const char* source, char* target,
     else:
         for item in range(p.n_items):
             _item[float](p, source, target, <float*> base, item)
+
+
+cdef void _run_team(const Problem* p, const char* source, char* target, char* ws,
+                    int n_threads) noexcept nogil:
+    # The kernel as a C function (RunTeam, _kernel_plan.pxd), for callers
+    # that hold a plan and need no count of the threads used: the torch
+    # fast path (_torch_geometry.pyx) calls it without a Python call.
+    if p.n_items == 0:
+        return
+    if n_threads == 1:
+        # A team of one: no OpenMP region to start (a microsecond, the whole
+        # kernel of a tiny call), the same items computed the same way.
+        _run_alone(p, source, target, ws)
+    else:
+        _run(p, source, target, ws, n_threads, NULL)
+
+
+# _run_team's address (RunTeam).
+RUN_TEAM = <uintptr_t> <RunTeam> _run_team
 
 
 def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t workspace,
@@ -328,10 +357,8 @@ def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t 
     if p.n_items == 0:
         return 0
     if n_threads == 1:
-        # A team of one: no OpenMP region to start (a microsecond, the whole
-        # kernel of a tiny call), the same items computed the same way.
         with nogil:
-            _run_alone(p, <const char*> source, <char*> target, <char*> workspace)
+            _run_team(p, <const char*> source, <char*> target, <char*> workspace, 1)
         return 1
     seen = bytearray(n_threads)
     cdef char* flags = seen

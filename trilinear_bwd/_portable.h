@@ -5,8 +5,15 @@
 #if defined(_MSC_VER) && !defined(__clang__)
 #define restrict __restrict
 #define TB_ALWAYS_INLINE static __forceinline
+#define TB_NOINLINE static __declspec(noinline)
+#define TB_IN_GPR(x) ((void)0)
 #else
 #define TB_ALWAYS_INLINE static inline __attribute__((always_inline))
+#define TB_NOINLINE static __attribute__((noinline))
+/* Keep integer x in a general register: GCC 12 otherwise computes some
+ * AVX-512 loops' row offsets in mask registers (kmovq, kshiftlq), a chain
+ * of slow moves on the path of every load. */
+#define TB_IN_GPR(x) __asm__("" : "+r"(x))
 #endif
 
 /* C templates (_row_sums_t.h, _w_channels_t.h) are included once per

@@ -46,7 +46,7 @@ import torch.autograd.forward_ad as _forward_ad
 import torch.nn.functional as F
 from torch._C import DispatchKey
 
-from . import _dispatch, _fork, _native, _pool, _torch_compile, _torch_pool
+from . import _dispatch, _fork, _native, _pool, _torch_compile, _torch_fast, _torch_pool
 from ._api import run_checked
 from ._arguments import MAX_THREADS
 from ._arrays import as_array, is_misaligned
@@ -180,7 +180,7 @@ def _run_into(call, dtype, memory_format, misaligned, num_threads, key=None):
     run_checked(call, misaligned, num_threads)
     if key is not None:
         # key ends with the team size asked for and the kernel variant.
-        _remember(key, _Geometry(call, result, key[-2], num_threads is None, key[-1]))
+        _remember(key, _geometry(call, result, key[-2], num_threads is None, key[-1]))
     return result
 
 
@@ -246,7 +246,7 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
                      (scales_d, scales_h, scales_w), memory_format, num_threads)
     geometry = _geometries.get(key) if key is not None else None
     if geometry is not None and geometry is not _REFUSED and not _is_lazy(grad_output):
-        grad_input = _run_geometry(geometry, grad_output)
+        grad_input = geometry.fresh(grad_output)
         if grad_input is not None:
             return grad_input
     # A refused geometry goes the careful way again, which raises its error.
@@ -618,6 +618,7 @@ def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale
                 scales = (None, None, None) if recompute_scale_factor else plain[1]
                 return plain[0], bool(align_corners), scales
     _ensure_registered()
+    _capturing_started(1)
     _capture.on = True
     try:
         F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
@@ -627,6 +628,7 @@ def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale
         return captured.output_size, captured.align_corners, captured.scales
     finally:
         _capture.on = False
+        _capturing_started(-1)
     raise AssertionError("F.interpolate returned without calling aten::upsample_trilinear3d")
 
 
@@ -648,6 +650,23 @@ class _CaptureFlag(threading.local):
 
 _capture = _CaptureFlag()
 _fork.renew(globals(), "_capture", _CaptureFlag)
+# How many threads capture now: the kernel reads the thread-local flag
+# only while this is not 0 (a global costs less to read on every call).
+_capturing = 0
+
+
+def _capturing_started(step):
+    global _capturing
+    with _lock:
+        _capturing += step
+
+
+@_fork.at_child
+def _no_capture_in_child():
+    # A forked child has one thread, which is not capturing (and _capture,
+    # renewed, is off in it).
+    global _capturing
+    _capturing = 0
 
 
 def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
@@ -779,27 +798,48 @@ _pytorch_layouts = {}
 _REFUSED = "refused"
 
 
-class _Geometry:
-    """What the first call of a geometry established, for the calls after it."""
+def _geometry(call, result, requested, follow_default, kernel_module):
+    """What the first call of a geometry established, for the calls after it.
 
-    __slots__ = ("shape", "strides", "dtype", "itemsize", "pooled", "plan", "kernel",
-                 "threads", "workspace_size")
+    A :class:`trilinear_bwd._torch_fast.Geometry`: the kernel's plan and
+    C entry point, the result's metadata, the team.  Results of at least
+    ``_pool.MIN_BYTES`` come from the pool (``_torch_pool``); smaller ones
+    are allocated by ``torch.empty_like`` of a template with the result's
+    metadata, which parses one argument where ``new_empty_strided`` parses
+    two sequences.
+    """
+    shape = tuple(result.shape)
+    strides = result.stride()
+    itemsize = result.element_size()
+    plan, _ = planned(call, requested, kernel_module)
+    # The key holds the team asked for (OpenMP's default at the time for
+    # the calls under enable(), which pass no thread count), so the team is
+    # fixed with it.
+    threads = team_size(plan.n_slots, moved_bytes(call), requested, follow_default)
+    pooled = result.numel() * itemsize >= _pool.MIN_BYTES
+    if pooled:
+        allocate, args = _torch_pool.empty_strided, (shape, strides, result.dtype)
+    else:
+        allocate, args = torch.empty_like, (_template(shape, strides, result.dtype),)
+    return _torch_fast.Geometry(
+        plan.kernel, kernel_module.RUN_TEAM, shape, strides, itemsize, threads,
+        plan.workspace_size, allocate, args, pooled, scratch_workspace, _fork_safe_threads)
 
-    def __init__(self, call, result, requested, follow_default, kernel_module):
-        self.shape = tuple(result.shape)
-        self.strides = result.stride()
-        self.dtype = result.dtype
-        self.itemsize = result.element_size()
-        # Results this small never come from the pool (_torch_pool): allocate
-        # them without asking it.
-        self.pooled = result.numel() * self.itemsize >= _pool.MIN_BYTES
-        self.plan, self.kernel = planned(call, requested, kernel_module)
-        # The key holds the team asked for (OpenMP's default at the time for
-        # the calls under enable(), which pass no thread count), so the team
-        # is fixed with it.
-        self.threads = team_size(self.plan.n_slots, moved_bytes(call), requested,
-                                 follow_default)
-        self.workspace_size = self.plan.workspace_size
+
+def _template(shape, strides, dtype):
+    """A tensor of this metadata for ``torch.empty_like`` to copy; its memory is never used.
+
+    Every template lies in one storage of ``_pool.MIN_BYTES`` bytes, enough
+    for any result that does not come from the pool, allocated at the first
+    template and never written (its pages are never touched).
+    """
+    global _template_storage
+    if _template_storage is None:
+        _template_storage = torch.UntypedStorage(_pool.MIN_BYTES)
+    return torch.empty(0, dtype=dtype).set_(_template_storage, 0, shape, strides)
+
+
+_template_storage = None
 
 
 def _remember(key, value):
@@ -813,64 +853,18 @@ def _is_lazy(tensor):
     return tensor.is_neg() or tensor.is_conj() or tensor._is_zerotensor()
 
 
-def _run_geometry(geometry, source):
-    """The kernel on ``source``'s data into a fresh result; None if a fact does not hold.
+def _kernel_or_fallback_cold(key, found, grad_output, output_size, input_size, align_corners,
+                             scales_d, scales_h, scales_w):
+    """The backward where the fast path (:data:`_fast`) cannot finish a call.
 
-    ``source`` is never lazy (:func:`_is_lazy`): the CPU kernels get their
-    tensors from the dispatcher, whose Negative, Conjugate and ZeroTensor
-    fallbacks (and the custom operators' Autograd kernel, which calls the
-    kernel straight only when CPU is the next key) resolve those states
-    first; the public backward, called with the caller's tensor, checks it
-    before it comes here.
+    ``found`` is what the look-up of ``key`` found: a refused geometry goes
+    to PyTorch's kernel; a first call (or one whose addresses its geometry
+    cannot take) goes the careful way, which remembers the geometry.
     """
-    # What a tensor of the same metadata may differ in, checked every call:
-    # no storage at all (fake, functional), misalignment.
-    try:
-        address = source.data_ptr()
-    except RuntimeError:
-        return None
-    if not address or address % geometry.itemsize:
-        return None                    # the careful path copies or refuses it
-    if geometry.pooled:
-        result = _torch_pool.empty_strided(geometry.shape, geometry.strides, geometry.dtype)
-        if result.stride() != geometry.strides:
-            return None
-    else:
-        # The source's dtype is the result's (both operators keep it), and
-        # new_empty_strided gives exactly the strides asked for.
-        result = source.new_empty_strided(geometry.shape, geometry.strides)
-    target = result.data_ptr()
-    if target % geometry.itemsize:
-        return None
-    buf, workspace = scratch_workspace(geometry.workspace_size)
-    geometry.kernel(address, target, workspace, _fork_safe_threads(geometry.threads))
-    del buf   # held until the kernel returned
-    return result
-
-
-def _kernel_or_fallback(grad_output, output_size, input_size, align_corners, scales_d,
-                        scales_h, scales_w):
-    """This library's kernel; PyTorch's for the calls its contract refuses."""
-    key = ("b", grad_output.shape, grad_output.stride(), grad_output.dtype,
-           tuple(output_size), tuple(input_size), align_corners, scales_d, scales_h,
-           scales_w, _native.effective_n_threads(None), _dispatch.kernel_module())
-    geometry = _geometries.get(key)
-    if geometry is _REFUSED:
+    if found is _REFUSED:
         _calls["fallback"] += 1
         return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
                                scales_d, scales_h, scales_w)
-    if geometry is not None:
-        grad_input = _run_geometry(geometry, grad_output)
-        if grad_input is not None:
-            _calls["kernel"] += 1
-            return grad_input
-    return _kernel_or_fallback_cold(key, grad_output, output_size, input_size,
-                                    align_corners, scales_d, scales_h, scales_w)
-
-
-def _kernel_or_fallback_cold(key, grad_output, output_size, input_size, align_corners,
-                             scales_d, scales_h, scales_w):
-    """The careful path of :func:`_kernel_or_fallback`; remembers the geometry."""
     try:
         grad_input = _run(grad_output, output_size, input_size, align_corners,
                           _scales(scales_d, scales_h, scales_w),
@@ -924,20 +918,14 @@ def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_
                          scales_h, scales_w, grad_input=grad_input)
 
 
-def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w):
-    """This library's forward; PyTorch's for the calls its contract refuses."""
-    key = ("f", x.shape, x.stride(), x.dtype, tuple(output_size), align_corners, scales_d,
-           scales_h, scales_w, _native.effective_n_threads(None),
-           _dispatch.kernel_module())
-    geometry = _geometries.get(key)
-    if geometry is _REFUSED:
+def _forward_cold(key, found, x, output_size, align_corners, scales_d, scales_h, scales_w):
+    """The forward where the fast path (:data:`_fast`) cannot finish a call.
+
+    As :func:`_kernel_or_fallback_cold`, for ``aten::upsample_trilinear3d``.
+    """
+    if found is _REFUSED:
         _calls["forward_fallback"] += 1
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
-    if geometry is not None:
-        out = _run_geometry(geometry, x)
-        if out is not None:
-            _calls["forward"] += 1
-            return out
     try:
         out = _run_forward(x, output_size, align_corners,
                            _scales(scales_d, scales_h, scales_w), None, key)
@@ -946,6 +934,15 @@ def _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scal
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
     _calls["forward"] += 1
     return out
+
+
+# The CPU kernels as the operators' arguments take them: this library's
+# kernel (the remembered geometry, or the cold paths above); PyTorch's for
+# the calls this library's contract refuses.
+_fast = _torch_fast.FastPath(_geometries, _calls, _native.effective_n_threads,
+                             _dispatch.kernel_module, _forward_cold, _kernel_or_fallback_cold)
+_forward_or_fallback = _fast.forward
+_kernel_or_fallback = _fast.backward
 
 
 def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
@@ -959,13 +956,15 @@ def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w
 
 
 def _aten_forward(x, output_size, align_corners, scales_d=None, scales_h=None, scales_w=None):
-    # The CPU kernel of aten::upsample_trilinear3d from the first enable() on.
-    if _capture.on:
+    # The CPU kernel of aten::upsample_trilinear3d from the first enable() on:
+    # _switched_forward, one call frame fewer on the path of every call, and
+    # the thread-local capture flag read only while some thread captures.
+    if _capturing and _capture.on:
         raise _Captured(output_size, align_corners, (scales_d, scales_h, scales_w))
-    # _switched_forward, one call frame fewer on the path of every call.
-    if not _active:
-        return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
-    return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h, scales_w)
+    if _active:
+        return _forward_or_fallback(x, output_size, align_corners, scales_d, scales_h,
+                                    scales_w)
+    return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
 
 
 def _switched_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):

@@ -1,0 +1,236 @@
+"""The per-geometry fast path of ``trilinear_bwd.torch``, compiled.
+
+A training loop calls one geometry over and over.  The first call of a
+geometry goes the careful way (every rule of the contract, a plan) in
+``trilinear_bwd.torch``; a :class:`Geometry` keeps what it established.  A
+later call with the same metadata -- the key :class:`FastPath` builds from the
+tensor's shape, strides and dtype, the sizes, ``align_corners``, the scales,
+the team size asked for and the kernel variant, never an address -- finds
+it, checks what may differ between tensors of the same metadata (the
+addresses), and runs the kernel's C entry point on the tensor's raw data
+pointer into a fresh tensor.  Between the dispatcher's call and the kernel
+there are then only PyTorch's own calls (the metadata, ``data_ptr``, the
+allocation): a tiny call's kernel takes about as long as the Python that
+used to surround it (``docs/performance.md``, "The tiny forward's call").
+
+PyTorch is not a build dependency: the tensor functions used here are
+handed over by ``trilinear_bwd.torch``.
+"""
+
+from libc.stdint cimport uintptr_t
+
+from trilinear_bwd._kernel_plan cimport KernelPlan, RunTeam
+
+
+cdef class Geometry:
+    """What the first call of a geometry established, for the calls after it.
+
+    Parameters
+    ----------
+    kernel_plan : trilinear_bwd._kernel_plan.KernelPlan
+        The geometry's plan (``plan.kernel`` of ``_plan.planned``).
+    run_team : int
+        The address of the kernel variant's C entry point (its ``RUN_TEAM``).
+    shape, strides : tuple of int
+        The result's, in elements.
+    itemsize : int
+        Bytes per element of the source and the result (both operators keep
+        the dtype).
+    threads : int
+        The team size, fixed with the geometry.
+    workspace_size : int
+        Bytes of scratch workspace the kernel needs.
+    allocate : callable
+        ``allocate(*allocate_args)`` returns a fresh, uninitialised tensor
+        of the result's shape, strides and dtype.
+    allocate_args : tuple
+    check_strides : bool
+        Whether ``allocate`` may return other strides (a pooled storage),
+        so that each result's strides are compared with ``strides``.
+    scratch : callable
+        ``scratch(size)`` returns ``(buffer, address)``: this thread's
+        workspace (``_executor.scratch_workspace``).
+    safe_threads : callable
+        ``safe_threads(threads)``: the team a run may start now
+        (``_executor._fork_safe_threads``; one after a fork that GNU
+        libgomp cannot survive).
+
+    Attributes
+    ----------
+    shape, strides, itemsize, threads, workspace_size
+        As given.
+    """
+
+    cdef readonly tuple shape
+    cdef readonly tuple strides
+    cdef readonly Py_ssize_t itemsize
+    cdef readonly int threads
+    cdef readonly Py_ssize_t workspace_size
+    cdef KernelPlan _plan
+    cdef RunTeam _run
+    cdef object _allocate
+    cdef tuple _allocate_args
+    cdef bint _check_strides
+    cdef object _scratch
+    cdef object _safe_threads
+
+    def __init__(self, KernelPlan kernel_plan not None, uintptr_t run_team, tuple shape,
+                 tuple strides, Py_ssize_t itemsize, int threads, Py_ssize_t workspace_size,
+                 allocate, tuple allocate_args, bint check_strides, scratch, safe_threads):
+        if run_team == 0 or itemsize <= 0 or threads < 1 or workspace_size < 0:
+            raise ValueError("Geometry: a null entry point, an item size, team or "
+                             "workspace size out of range")
+        self._plan = kernel_plan
+        self._run = <RunTeam> run_team
+        self.shape = shape
+        self.strides = strides
+        self.itemsize = itemsize
+        self.threads = threads
+        self.workspace_size = workspace_size
+        self._allocate = allocate
+        self._allocate_args = allocate_args
+        self._check_strides = check_strides
+        self._scratch = scratch
+        self._safe_threads = safe_threads
+
+    def fresh(self, source):
+        """The kernel on ``source``'s data into a fresh result; None if a fact does not hold.
+
+        ``FastPath`` calls it without a Python call (``_fresh``).
+
+        Parameters
+        ----------
+        source : torch.Tensor
+            A tensor of the geometry's metadata, not lazy (a negation,
+            conjugation or zero tensor is resolved by the caller).
+
+        Returns
+        -------
+        torch.Tensor or None
+            The result; None when ``source`` has no storage (fake,
+            functional) or either address is misaligned, for the careful
+            path to take.
+        """
+        return self._fresh(source)
+
+    cdef object _fresh(self, source):
+        cdef uintptr_t address, target, workspace
+        cdef int n_threads = self.threads
+        try:
+            address = source.data_ptr()
+        except RuntimeError:
+            return None
+        if address == 0 or address % <uintptr_t> self.itemsize:
+            return None
+        result = self._allocate(*self._allocate_args)
+        if self._check_strides and result.stride() != self.strides:
+            return None
+        target = result.data_ptr()
+        if target % <uintptr_t> self.itemsize:
+            return None
+        buf, workspace = self._scratch(self.workspace_size)
+        if n_threads > 1:
+            n_threads = self._safe_threads(n_threads)
+        with nogil:
+            self._run(&self._plan.p, <const char*> address, <char*> target, <char*> workspace,
+                      n_threads)
+        del buf   # held until the kernel returned
+        return result
+
+
+cdef class FastPath:
+    """The CPU kernels' hot path: key, look-up, and the remembered geometry's run.
+
+    Parameters
+    ----------
+    geometries : dict
+        Key -> :class:`Geometry` (or the cold paths' marker of a geometry
+        the contract refuses); filled by the cold paths.
+    counts : dict
+        ``trilinear_bwd.torch``'s call counts (``"forward"``, ``"kernel"``).
+    threads : callable
+        ``threads(None)``: the team size asked for now
+        (``_native.effective_n_threads``).
+    variant : callable
+        ``variant()``: the kernel module in use (``_dispatch.kernel_module``).
+    forward_cold, backward_cold : callable
+        Called with the key, what the look-up found and the operator's
+        arguments when the hot path cannot finish a call (a first call, a
+        refused geometry, an address the geometry cannot take).
+
+    Notes
+    -----
+    Its tensors are never lazy: the CPU kernels get them from the
+    dispatcher, whose Negative, Conjugate and ZeroTensor fallbacks (and the
+    custom operators' Autograd kernel, which calls the kernel straight only
+    when CPU is the next key) resolve those states first.
+    """
+
+    cdef dict _geometries
+    cdef dict _counts
+    cdef object _threads
+    cdef object _variant
+    cdef object _forward_cold
+    cdef object _backward_cold
+
+    def __init__(self, dict geometries not None, dict counts not None, threads, variant,
+                 forward_cold, backward_cold):
+        self._geometries = geometries
+        self._counts = counts
+        self._threads = threads
+        self._variant = variant
+        self._forward_cold = forward_cold
+        self._backward_cold = backward_cold
+
+    def forward(self, x, output_size, align_corners, scales_d, scales_h, scales_w):
+        """``aten::upsample_trilinear3d``'s arguments in, a fresh result out.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+        output_size : sequence of 3 int
+        align_corners : bool
+        scales_d, scales_h, scales_w : float or None
+
+        Returns
+        -------
+        torch.Tensor
+        """
+        key = ("f", x.shape, x.stride(), x.dtype, tuple(output_size), align_corners, scales_d,
+               scales_h, scales_w, self._threads(None), self._variant())
+        found = self._geometries.get(key)
+        if type(found) is Geometry:
+            out = (<Geometry> found)._fresh(x)
+            if out is not None:
+                self._counts["forward"] += 1
+                return out
+        return self._forward_cold(key, found, x, output_size, align_corners, scales_d,
+                                  scales_h, scales_w)
+
+    def backward(self, grad_output, output_size, input_size, align_corners, scales_d,
+                 scales_h, scales_w):
+        """``aten::upsample_trilinear3d_backward``'s arguments in, a fresh result out.
+
+        Parameters
+        ----------
+        grad_output : torch.Tensor
+        output_size : sequence of 3 int
+        input_size : sequence of 5 int
+        align_corners : bool
+        scales_d, scales_h, scales_w : float or None
+
+        Returns
+        -------
+        torch.Tensor
+        """
+        key = ("b", grad_output.shape, grad_output.stride(), grad_output.dtype,
+               tuple(output_size), tuple(input_size), align_corners, scales_d, scales_h,
+               scales_w, self._threads(None), self._variant())
+        found = self._geometries.get(key)
+        if type(found) is Geometry:
+            out = (<Geometry> found)._fresh(grad_output)
+            if out is not None:
+                self._counts["kernel"] += 1
+                return out
+        return self._backward_cold(key, found, grad_output, output_size, input_size,
+                                   align_corners, scales_d, scales_h, scales_w)
