@@ -15,7 +15,10 @@
  * left to itself, GCC fully unrolls the channel loop of the common counts
  * and then vectorises the straight-line result badly (half-width and scalar
  * pieces).  The common counts get their own copy with v known to the
- * compiler.
+ * compiler, and, where every point has two terms (the forward's tables),
+ * one without the loop over terms; for a whole small plane of the forward
+ * the H pass is folded into this one (tb_hw_channels_), its rows never
+ * stored.
  */
 #ifndef TRILINEAR_BWD_W_CHANNELS_H
 #define TRILINEAR_BWD_W_CHANNELS_H

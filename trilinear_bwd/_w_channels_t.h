@@ -156,6 +156,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_rows_)(TB_T *restrict out, int64_t 
                                            w, n_in, v, stream);
     }
 }
+
 /* h(s), one vector of it: the H pass's value at source point s of an output
  * row whose two terms read rows x0 and x1 with weights a0 and a1, as
  * tb_axpy2_ computes it, (0 + a0 * x0[s]) + a1 * x1[s]. */
@@ -165,6 +166,21 @@ TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_h_two_)(const TB_T *x0, const TB_T *x1, TB_V
     const TB_VEC y0 = part ? TB_V(load_head)(x0, part) : TB_V(load)(x0);
     const TB_VEC y1 = part ? TB_V(load_head)(x1, part) : TB_V(load)(x1);
     return TB_V(add)(TB_V(add)(TB_V(zero)(), TB_V(mul)(a0, y0)), TB_V(mul)(a1, y1));
+}
+
+/* p = h(s), nv vectors: a copy of q where q holds it already (q's point qs
+ * is s), else computed (tb_h_two_). */
+TB_ALWAYS_INLINE void TB_TYPED(tb_h_point_)(TB_VEC *p, const TB_VEC *q, int64_t s, int64_t qs,
+                                            const TB_T *x0, const TB_T *x1, TB_VEC a0,
+                                            TB_VEC a1, int64_t v, int64_t nv, int64_t left)
+{
+    if (s == qs)
+        for (int64_t j = 0; j < nv; ++j)
+            p[j] = q[j];
+    else
+        for (int64_t j = 0; j < nv; ++j)
+            p[j] = TB_TYPED(tb_h_two_)(x0 + s * v + j * TB_LANES, x1 + s * v + j * TB_LANES,
+                                       a0, a1, left && j == nv - 1 ? left : 0);
 }
 
 /* The H and W passes of a whole channels-last plane at once, where every
@@ -203,25 +219,11 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_hw_two_)(TB_T *restrict out, int64_t out_strid
             TB_IN_GPR(s0);
             TB_IN_GPR(s1);
             if (s0 != c0) {
-                if (s0 == c1)
-                    for (int64_t j = 0; j < nv; ++j)
-                        p0[j] = p1[j];
-                else
-                    for (int64_t j = 0; j < nv; ++j)
-                        p0[j] = TB_TYPED(tb_h_two_)(x0 + s0 * v + j * TB_LANES,
-                                                    x1 + s0 * v + j * TB_LANES, a0, a1,
-                                                    left && j == nv - 1 ? left : 0);
+                TB_TYPED(tb_h_point_)(p0, p1, s0, c1, x0, x1, a0, a1, v, nv, left);
                 c0 = s0;
             }
             if (s1 != c1) {
-                if (s1 == c0)
-                    for (int64_t j = 0; j < nv; ++j)
-                        p1[j] = p0[j];
-                else
-                    for (int64_t j = 0; j < nv; ++j)
-                        p1[j] = TB_TYPED(tb_h_two_)(x0 + s1 * v + j * TB_LANES,
-                                                    x1 + s1 * v + j * TB_LANES, a0, a1,
-                                                    left && j == nv - 1 ? left : 0);
+                TB_TYPED(tb_h_point_)(p1, p0, s1, c0, x0, x1, a0, a1, v, nv, left);
                 c1 = s1;
             }
             const TB_VEC w0 = TB_V(set1)(w[t]), w1 = TB_V(set1)(w[t + 1]);

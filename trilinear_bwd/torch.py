@@ -834,9 +834,10 @@ def _template(shape, strides, dtype):
     template and never written (its pages are never touched).
     """
     global _template_storage
+    # On the CPU, whatever device a caller's code makes the default.
     if _template_storage is None:
-        _template_storage = torch.UntypedStorage(_pool.MIN_BYTES)
-    return torch.empty(0, dtype=dtype).set_(_template_storage, 0, shape, strides)
+        _template_storage = torch.UntypedStorage(_pool.MIN_BYTES, device="cpu")
+    return torch.empty(0, dtype=dtype, device="cpu").set_(_template_storage, 0, shape, strides)
 
 
 _template_storage = None
