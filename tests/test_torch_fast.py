@@ -363,9 +363,23 @@ def _entry_points(op):
         return torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
             t, tuple(t.shape[2:]), tuple(t.shape[:2]) + size, False, None, None, None)
 
+    def drop_in_gradient(t, create_graph=False):
+        # The drop-in's backward on grad_output t: its Function's backward
+        # (straight to the kernel), or under create_graph its backward's
+        # Function (whose forward goes straight).
+        x = torch.zeros(t.shape[:2] + size, dtype=t.dtype, requires_grad=True)
+        y = tbt.upsample_trilinear3d(x, size=tuple(t.shape[2:]))
+        (grad,) = torch.autograd.grad(y, x, t, create_graph=create_graph)
+        return grad.detach()
+
     routes = {"aten": lambda t: _call(op, t), "public": public, "custom op": custom_op}
     if op == "forward":
         routes["F.interpolate"] = lambda t: F.interpolate(t, size=size, mode="trilinear")
+        routes["drop-in with gradients"] = lambda t: tbt.upsample_trilinear3d(
+            t.detach().requires_grad_(), size=size).detach()
+    else:
+        routes["drop-in's backward"] = drop_in_gradient
+        routes["drop-in's backward, create_graph"] = lambda t: drop_in_gradient(t, True)
     return routes
 
 
@@ -541,3 +555,142 @@ def test_the_drop_in_with_gradients_still_records_its_function():
     y = tbt.upsample_trilinear3d(x, scale_factor=2)
     assert y.grad_fn is not None and "UpsampleTrilinear3d" in type(y.grad_fn).__name__
     torch.autograd.gradcheck(lambda t: tbt.upsample_trilinear3d(t, scale_factor=2), (x,))
+
+
+def _record(mode, func, types, args=(), kwargs=None):
+    """Note ``func`` in ``mode.seen`` and run it (a mode's hook)."""
+    mode.seen.append(str(func))
+    return func(*args, **(kwargs or {}))
+
+
+class _Recorder(torch.utils._python_dispatch.TorchDispatchMode):
+    """A dispatch mode that records the operators it sees."""
+
+    __torch_dispatch__ = _record
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+
+class _FunctionRecorder(torch.overrides.TorchFunctionMode):
+    """A torch function mode that records the functions it sees."""
+
+    __torch_function__ = _record
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+
+class _FunctionSubclass(torch.Tensor):
+    """A subclass with __torch_function__ only (no dispatch key of its own)."""
+
+
+def _straight_cases():
+    plain = _tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW")
+    return {
+        "neg view": lambda: torch._neg_view(plain),
+        "zero tensor": lambda: torch._efficientzerotensor(plain.shape),
+        "sparse": lambda: plain.to_sparse(),
+        "inference tensor": lambda: _inference(plain),
+        "__torch_function__ subclass": lambda: plain.as_subclass(_FunctionSubclass),
+        "under a dispatch mode": lambda: plain,
+        "under a torch function mode": lambda: plain,
+        "under FakeTensorMode": lambda: plain,
+        "inside vmap": lambda: plain,
+    }
+
+
+def _inference(t):
+    with torch.inference_mode():
+        return t.clone()
+
+
+@pytest.mark.parametrize("case", list(_straight_cases()))
+def test_the_straight_route_refuses_what_the_dispatcher_would_change(case):
+    """``_straight``: only a tensor the dispatcher hands the CPU kernel as it is skips it.
+
+    Every tensor state with dispatch keys of its own, every subclass, every
+    Python dispatch mode (user or infra) and functorch transform must keep
+    the dispatcher in the way; plain tensors and parameters, both layouts,
+    every dtype, skip it.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for layout in ("NCDHW", "NDHWC"):
+            plain = _tensor((2, 3, 3, 4, 5), dtype, layout)
+            assert tbt._straight(plain)
+            assert tbt._straight(plain.requires_grad_())
+            assert tbt._straight(torch.nn.Parameter(plain.detach()))
+    t = _straight_cases()[case]()
+    if case == "under a dispatch mode":
+        with _Recorder():
+            assert not tbt._straight(t)
+    elif case == "under a torch function mode":
+        with _FunctionRecorder():
+            assert not tbt._straight(t)
+    elif case == "under FakeTensorMode":
+        with FakeTensorMode():
+            assert not tbt._straight(t)
+    elif case == "inside vmap":
+        seen = []
+        torch.func.vmap(lambda v: seen.append(tbt._straight(v)) or v)(t)
+        assert seen == [False]
+    else:
+        assert not tbt._straight(t)
+    assert tbt._straight(_tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW"))
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+@pytest.mark.parametrize("recorder", [_Recorder, _FunctionRecorder],
+                         ids=["dispatch mode", "torch function mode"])
+def test_a_mode_sees_the_drop_ins_operators(recorder, grad):
+    """Under a dispatch or torch function mode the drop-in's calls go through its operators.
+
+    The straight route skips the operators, so a mode (a profiler, a
+    tracer, FlopCounterMode) would see nothing of the upsampling if the
+    route did not check for one.
+    """
+    x = _tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW").requires_grad_(grad)
+    g = _tensor((2, 3, 6, 8, 10), torch.float32, "NCDHW")
+    ours = "trilinear_bwd.upsample_trilinear3d.default"
+    with recorder() as mode:
+        y = tbt.upsample_trilinear3d(x, scale_factor=2)
+        if grad:
+            y.backward(g)
+    assert ours in mode.seen
+    if grad and recorder is _Recorder:
+        # (The autograd engine runs the backward without torch function
+        # modes, so only a dispatch mode sees the backward's operator.)
+        assert "trilinear_bwd.upsample_trilinear3d_backward.default" in mode.seen
+    if grad:
+        expected = x.grad.clone()
+        x.grad = None
+        tbt.upsample_trilinear3d(x, scale_factor=2).backward(g)
+        assert torch.equal(x.grad, expected)
+
+
+def test_a_tangent_on_the_drop_ins_gradient_is_carried():
+    """Forward-mode AD through the drop-in's backward (a dual grad_output, no functorch).
+
+    The backward goes straight to the kernel only when no graph and no
+    tangent need recording; with a dual grad_output its Function carries
+    the tangent, as PyTorch's backward does.
+    """
+    import torch.autograd.forward_ad as fwAD
+
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(1, 2, 3, 4, 5, dtype=torch.float64, generator=gen, requires_grad=True)
+    g = torch.randn(1, 2, 6, 8, 10, dtype=torch.float64, generator=gen)
+    tangent = torch.randn(g.shape, dtype=torch.float64, generator=gen)
+    tangents = []
+    for fn in (lambda v: F.interpolate(v, scale_factor=2, mode="trilinear"),
+               lambda v: tbt.upsample_trilinear3d(v, scale_factor=2)):
+        y = fn(x)
+        with fwAD.dual_level():
+            (grad,) = torch.autograd.grad(y, x, fwAD.make_dual(g, tangent))
+            tangents.append(fwAD.unpack_dual(grad).tangent)
+    assert tangents[1] is not None
+    torch.testing.assert_close(tangents[1], tangents[0], rtol=1e-12, atol=1e-12)
