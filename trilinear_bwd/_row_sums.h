@@ -51,6 +51,9 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 /* 16-bit rows: twice as far, in bytes (each step consumes half the bytes of
  * a float32 step, and 1 KiB left the core waiting on memory). */
 #define TB_PF_AHEAD_16 2048
+/* 16-bit rows on narrower vectors (AVX2, SSE2): bytes of a row per
+ * prefetch, two a 64-byte line (_row_sums_t.h). */
+#define TB_PF_BYTES_16 32
 /* A channels-first item whose plane is one run asks for this many bytes at
  * the start of each grad_out plane the next item sums, before its own H and
  * W passes, which leave the memory idle. */

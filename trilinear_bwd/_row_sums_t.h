@@ -125,17 +125,21 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
 #endif
 #if !TB_HAVE_MASKS
         /* Narrower vectors (AVX2, SSE2) over 16-bit grad_out rows: one
-         * prefetch per row per 64-byte line instead of one per vector (4 per
-         * line), and a long row starts with the scalar elements before
-         * x[0]'s first vector boundary, so that no vector load of x[0] (nor,
-         * in a plane read in one sweep whose planes are whole vectors apart,
-         * of any row) straddles two lines.  The scalar elements take the
-         * same multiplies and adds as the vector lanes.  float32 rows keep
-         * one prefetch per vector: with one per line they were slower in
-         * every timed run (docs/performance.md), although they executed
-         * fewer instructions. */
-        const int64_t per_line = 64 / (TB_LANES * elem);
-        if (prefetch && per_line > 1 && kind != TB_ROWS_SAME) {
+         * prefetch per row per 32 bytes (two a line) instead of one per
+         * vector (four a line), and a long row starts with the scalar
+         * elements before x[0]'s first vector boundary, so that no vector
+         * load of x[0] (nor, in a plane read in one sweep whose planes are
+         * whole vectors apart, of any row) straddles two lines.  The scalar
+         * elements take the same multiplies and adds as the vector lanes.
+         * One prefetch a line ran as slowly as none at all on a Zen 4 core
+         * (likely: a prefetch the core drops is not asked for again); two a line run
+         * within a few percent of four, with half the extra instructions
+         * (docs/performance.md, "16-bit rows: two prefetches a line").
+         * float32 rows keep one prefetch per vector: with one per line they
+         * were slower in every timed run, although they executed fewer
+         * instructions. */
+        const int64_t per_prefetch = TB_PF_BYTES_16 / (TB_LANES * elem);
+        if (prefetch && per_prefetch > 1 && kind != TB_ROWS_SAME) {
             if (n >= 8 * TB_LANES) {
                 const uintptr_t vbytes = (uintptr_t)(TB_LANES * elem);
                 const int64_t head = (int64_t)((0 - (uintptr_t)x[0]) & (vbytes - 1)) / elem;
@@ -146,10 +150,10 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
                     acc[k] = a;
                 }
             }
-            for (; k + per_line * TB_LANES <= n; k += per_line * TB_LANES) {
+            for (; k + per_prefetch * TB_LANES <= n; k += per_prefetch * TB_LANES) {
                 for (int64_t j = 0; j < m; ++j)
                     _mm_prefetch((const char *)x[j] + k * elem + ahead, _MM_HINT_T0);
-                for (int64_t u = 0; u < per_line; ++u)
+                for (int64_t u = 0; u < per_prefetch; ++u)
                     TB_TYPED(tb_sum_vec_)(acc, x, wv, m, k + u * TB_LANES, first, kind);
             }
         }
