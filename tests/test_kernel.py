@@ -218,7 +218,7 @@ W_TAIL_SHAPES = [
     (1, 2, (3, 4, w_in), (5, 3, w_out))
     for w_in, w_out in [(1, 1), (3, 7), (5, 15), (8, 16), (9, 17), (13, 31), (16, 33),
                         (17, 47), (33, 65), (40, 23), (24, 71), (5, 41), (6, 61), (21, 63),
-                        (35, 105)]
+                        (35, 105), (16, 60), (10, 37)]
 ]
 TAIL_SHAPES = W_TAIL_SHAPES + [
     (1, c, (3, 5, 4), (4, 9, 7)) for c in (1, 3, 4, 8, 12, 16, 17, 24, 32, 40, 64)
@@ -231,22 +231,32 @@ TAIL_SHAPES = W_TAIL_SHAPES + [
 def test_tail_shapes_reach_every_w_read_path():
     """TAIL_SHAPES' W tables use every way _w_gather.h reads a block (gather,
     windows of 8, 16 and 32, a window shared by a whole block, a block read
-    3 apart), with their term set-up kept across rows (up to 8 terms) and
-    redone per row (more)."""
+    3 apart, and in whole blocks windows of 32 whose 8 elements lie within
+    24, which AVX2 reads from three windows, and beyond, which it gathers),
+    with their term set-up kept across rows (up to 8 terms) and redone per
+    row (more)."""
     from trilinear_bwd import _plan
     from trilinear_bwd._tables import GATHER, WINDOW8, WINDOW16, WINDOW32
     from trilinear_bwd._constants import W_STRIDE3, W_STRIDE3_WIDTH
 
     modes, shared, stride3, widths = set(), False, False, set()
+    within24, beyond24 = set(), set()
     for _, _, ins, outs in TAIL_SHAPES:
         for align_corners in (False, True):
             t = axis_table(ins[2], outs[2], align_corners, 0.0, np.float32, sentinel=outs[2])
             modes |= set(np.unique(t.mode).tolist())
+            whole = ins[2] // 8
+            highest = t.padded_rel.reshape(-1, t.width, 8).max(axis=2)[:whole]
+            w32 = highest[(t.mode.reshape(-1, t.width) == WINDOW32)[:whole]]
+            hoisted = t.width <= 8
+            within24 |= {hoisted} if (w32 < 24).any() else set()
+            beyond24 |= {hoisted} if (w32 >= 24).any() else set()
             shared |= bool((t.block_window >= 0).any())
             stride3 |= bool((t.block_window == W_STRIDE3).any()) and t.width == W_STRIDE3_WIDTH
             widths.add(t.width)
     assert modes == {GATHER, WINDOW8, WINDOW16, WINDOW32}
     assert shared and stride3
+    assert within24 == beyond24 == {True, False}
     assert min(widths) <= 8 < max(widths)
     # And the rows: more than one W call per plane, buffered and streamed.
     assert max(ins[1] for _, _, ins, _ in TAIL_SHAPES) > max(_plan.W_ROWS_BUFFERED,

@@ -14,7 +14,9 @@
  *   TB_WINDOW16: within 16: AVX2 uses two loads, two permutes and a blend,
  *                AVX-512 one two-source permute (vpermt2ps) for two blocks;
  *   TB_WINDOW32: within 32: AVX-512 uses one two-source permute per block,
- *                AVX2 a gather;
+ *                AVX2 three loads, three permutes and two blends where the
+ *                8 lie within 24 (TB_WINDOW24, chosen at set-up), else a
+ *                gather;
  *   TB_GATHER:   anywhere: one gather instruction.
  * `rel` holds the offsets inside the window, -1 for padding, whose lanes are
  * zeroed.  When every k of a block reads within the same 8 elements
@@ -163,6 +165,18 @@ TB_ALWAYS_INLINE void tb_out8(void *out, int64_t i, __m256 a, int64_t n_valid, i
     _mm_storeu_si128((__m128i *)dst, _mm256_castsi256_si128(packed));
 }
 
+/* tb_term8's mode for a TB_WINDOW32 term within 24 elements: AVX2 reads it
+ * by three loads, three permutes and two blends, where a gather of 8 takes
+ * longer on AMD cores (the table's modes stop at TB_WINDOW32; the AVX-512
+ * variant's last block never takes it). */
+#define TB_WINDOW24 (TB_WINDOW32 + 1)
+/* Whether this variant's tb_term8_setup ever chooses it. */
+#if defined(__AVX512F__)
+#define TB_HAS_W24 0
+#else
+#define TB_HAS_W24 1
+#endif
+
 /* One k of one block of 8 points, set up: how its 8 elements are read from
  * any row, and their weights. */
 typedef struct {
@@ -218,6 +232,33 @@ TB_ALWAYS_INLINE void tb_third_rows_body(void *out, int64_t out_stride,
         tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
     }
 }
+
+/* The rows of one block whose every term reads within the same 8 elements
+ * (block_window[block] >= 0, downsampling): the window loaded once a row,
+ * each term a permute, a mask, a multiply and an add, with nothing else to
+ * choose -- tb_term8_read's TB_WINDOW8 read, so the same bits. */
+TB_ALWAYS_INLINE void tb_shared_rows_body(void *out, int64_t out_stride,
+                                          const float *restrict rows, int64_t row_stride,
+                                          int64_t n_rows, const float *restrict w,
+                                          const int32_t *restrict r, int32_t at, int64_t i,
+                                          int64_t n_valid, int64_t width, int stream, int kind)
+{
+    __m256 wk[TB_ROWS_MAX_WIDTH], vk[TB_ROWS_MAX_WIDTH];
+    __m256i ik[TB_ROWS_MAX_WIDTH];
+    for (int64_t k = 0; k < width; ++k) {
+        wk[k] = _mm256_loadu_ps(w + 8 * k);
+        ik[k] = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
+        vk[k] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(ik[k], _mm256_set1_epi32(-1)));
+    }
+    for (int64_t y = 0; y < n_rows; ++y) {
+        const __m256 x = _mm256_loadu_ps(rows + y * row_stride + at);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < width; ++k)
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[k], _mm256_and_ps(
+                                         _mm256_permutevar8x32_ps(x, ik[k]), vk[k])));
+        tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+    }
+}
 #endif
 
 TB_ALWAYS_INLINE tb_term8 tb_term8_setup(const float *restrict w, const int32_t *restrict s,
@@ -229,6 +270,14 @@ TB_ALWAYS_INLINE tb_term8 tb_term8_setup(const float *restrict w, const int32_t 
     t.w = _mm256_loadu_ps(w + 8 * k);
     t.mode = shared >= 0 ? TB_WINDOW8 : m[k] == TB_WINDOW32 ? TB_GATHER : m[k];
     t.at = shared >= 0 ? shared : win[k];
+#if !defined(__AVX512F__)
+    /* AVX2: a TB_WINDOW32 term whose 8 elements lie within 24 (odd scales
+     * a little above 2x) reads three windows instead of gathering. */
+    if (shared < 0 && m[k] == TB_WINDOW32 &&
+        _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
+            _mm256_loadu_si256((const __m256i *)(r + 8 * k)), _mm256_set1_epi32(23)))) == 0)
+        t.mode = TB_WINDOW24;
+#endif
     t.idx = _mm256_loadu_si256((const __m256i *)((t.mode == TB_GATHER ? s : r) + 8 * k));
     t.valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t.idx, _mm256_set1_epi32(-1)));
     t.upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(t.idx, _mm256_set1_epi32(7)));
@@ -256,17 +305,26 @@ TB_ALWAYS_INLINE tb_term8 tb_term8_setup(const float *restrict w, const int32_t 
     return t;
 }
 
-/* The 8 elements of term t in row. */
-TB_ALWAYS_INLINE __m256 tb_term8_read(const tb_term8 *t, const float *restrict row)
+/* The 8 elements of term t in row.  w24, a constant where it is called, says
+ * whether t may be a TB_WINDOW24 term: 0 keeps that test out of the loops of
+ * blocks that have none (the edge blocks of 2x upsampling, whose other
+ * terms would each pay it on every row). */
+TB_ALWAYS_INLINE __m256 tb_term8_read(const tb_term8 *t, const float *restrict row, int w24)
 {
     if (t->mode == TB_GATHER)
         return _mm256_i32gather_ps(row, t->idx, 4);
     __m256 x = _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + t->at), t->idx);
-    if (t->mode == TB_WINDOW16)
+    if (t->mode == TB_WINDOW16 || (w24 && t->mode == TB_WINDOW24))
         x = _mm256_blendv_ps(x, _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + t->at + 8), t->idx),
                              t->upper);
+    /* Lanes 16-23 (bit 4 of the offset, shifted into the sign bit that
+     * blendv reads; padding's -1 has it too, and is zeroed below). */
+    if (w24 && t->mode == TB_WINDOW24)
+        x = _mm256_blendv_ps(x, _mm256_permutevar8x32_ps(_mm256_loadu_ps(row + t->at + 16), t->idx),
+                             _mm256_castsi256_ps(_mm256_slli_epi32(t->idx, 27)));
     return _mm256_and_ps(x, t->valid);
 }
+
 #endif
 
 #if defined(__AVX512F__)
@@ -407,10 +465,15 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
                                width, stream, kind);
             continue;
         }
+        if (hoist && block_window[b] >= 0) {
+            tb_shared_rows_body(out, out_stride, rows, row_stride, n_rows, w, r, block_window[b],
+                                i, n_valid, width, stream, kind);
+            continue;
+        }
 #endif
         if (hoist) {
             tb_term8 t[TB_ROWS_MAX_WIDTH];
-            int even = 1;
+            int even = 1, w24 = 0;
             for (int64_t k = 0; k < width; ++k) {
                 t[k] = tb_term8_setup(w, s, r, win, m, block_window[b], k);
 #if !defined(__AVX512F__)
@@ -434,11 +497,29 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
             }
 #endif
             (void)even;
+            (void)w24;
+#if !defined(__AVX512F__)
+            /* A copy of the loop below for blocks with a TB_WINDOW24 term,
+             * so that the others' loop keeps its code. */
+            for (int64_t k = 0; k < width; ++k)
+                w24 = w24 || t[k].mode == TB_WINDOW24;
+            if (w24) {
+                for (int64_t y = 0; y < n_rows; ++y) {
+                    const float *row = rows + y * row_stride;
+                    __m256 acc = _mm256_setzero_ps();
+                    for (int64_t k = 0; k < width; ++k)
+                        acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w,
+                                                               tb_term8_read(&t[k], row, 1)));
+                    tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+                }
+                continue;
+            }
+#endif
             for (int64_t y = 0; y < n_rows; ++y) {
                 const float *row = rows + y * row_stride;
                 __m256 acc = _mm256_setzero_ps();
                 for (int64_t k = 0; k < width; ++k)
-                    acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w, tb_term8_read(&t[k], row)));
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w, tb_term8_read(&t[k], row, 0)));
                 tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
             }
         } else {
@@ -447,7 +528,8 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
                 __m256 acc = _mm256_setzero_ps();
                 for (int64_t k = 0; k < width; ++k) {
                     const tb_term8 t = tb_term8_setup(w, s, r, win, m, block_window[b], k);
-                    acc = _mm256_add_ps(acc, _mm256_mul_ps(t.w, tb_term8_read(&t, row)));
+                    acc = _mm256_add_ps(acc,
+                                        _mm256_mul_ps(t.w, tb_term8_read(&t, row, TB_HAS_W24)));
                 }
                 tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
             }
