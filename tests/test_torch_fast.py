@@ -4,6 +4,8 @@ metadata only, and every per-call fact (alignment, fresh result) checked on ever
 No timings here (docs/performance.md has them).
 """
 
+import threading
+
 import pytest
 
 import trilinear_bwd
@@ -19,11 +21,11 @@ OPS = ["forward", "backward"]
 
 @pytest.fixture(autouse=True)
 def fresh_geometries():
-    tbt._geometries.clear()
+    tbt._forget_geometries()
     tbt.enable()
     yield
     tbt.disable()
-    tbt._geometries.clear()
+    tbt._forget_geometries()
 
 
 def _tensor(shape, dtype, layout, seed=0):
@@ -93,6 +95,7 @@ def test_a_changed_geometry_misses(op, change):
     t = _source(op, torch.float32, "NCDHW")
     kwargs = {}
     _call(op, t)
+    _call(op, t)          # found in the cache: now the fast path's last hit too
     assert len(tbt._geometries) == 1
     if change == "shape":
         t = _source(op, torch.float32, "NCDHW", n=1)
@@ -164,7 +167,7 @@ def test_a_team_of_two_runs_through_the_c_entry_point(op, layout):
     n, c = 2, 16
     results = {}
     for threads in (1, 2):
-        tbt._geometries.clear()
+        tbt._forget_geometries()
         with threadpoolctl.threadpool_limits(limits=threads, user_api="openmp"):
             # About a megabyte moved: a team of two where two are asked for.
             t = _tensor((n, c) + ((16, 20, 24) if op == "backward" else (8, 10, 12)),
@@ -303,6 +306,56 @@ def test_the_cache_is_bounded(monkeypatch):
         assert 1 <= len(tbt._geometries) <= 4
 
 
+@pytest.fixture
+def careful_calls(monkeypatch):
+    """A list that grows by one on every call that goes the careful way."""
+    careful = []
+    for name in ("_run", "_run_forward"):
+        real = getattr(tbt, name)
+        monkeypatch.setattr(tbt, name, lambda *a, real=real, **k: careful.append(1) or
+                            real(*a, **k))
+    return careful
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_forgotten_geometry_goes_the_careful_way_again(op, careful_calls, monkeypatch):
+    """The fast path's last hit is forgotten with the cache: cleared, or evicted."""
+    a = _source(op, torch.float32, "NCDHW")
+    b = _source(op, torch.float32, "NCDHW", n=1)
+    want = _call(op, a)
+    assert torch.equal(_call(op, a), want) and len(careful_calls) == 1   # the last hit
+    tbt._forget_geometries()
+    assert torch.equal(_call(op, a), want) and len(careful_calls) == 2
+    assert torch.equal(_call(op, a), want) and len(careful_calls) == 2
+    monkeypatch.setattr(tbt, "GEOMETRY_CACHE_SIZE", 1)
+    _call(op, b)                                        # evicts a
+    assert len(careful_calls) == 3 and len(tbt._geometries) == 1
+    assert torch.equal(_call(op, a), want) and len(careful_calls) == 4
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_two_threads_running_one_geometry_get_its_bits(op):
+    """A small geometry's own workspace serves one run at a time: two threads calling
+    it at once (the kernel runs without the GIL) get the bits of calls one by one."""
+    sources = [_source(op, torch.float32, "NDHWC") * (k + 1) for k in range(2)]
+    wants = [_call(op, t) for t in sources]
+    (geometry,) = tbt._geometries.values()
+    assert 0 < geometry.workspace_size <= trilinear_bwd._torch_fast.OWN_WORKSPACE_BYTES
+    wrong = []
+
+    def work(k):
+        for _ in range(3000):
+            if not torch.equal(_call(op, sources[k]), wants[k]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
+
+
 # -- item 4: autograd through enable(), on the fast path -----------------------------
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -413,11 +466,11 @@ def test_tensor_states_of_a_known_geometry_are_right_by_every_route(op, state, f
     tbt.enable()
     order = [plain, odd, plain, odd] if first == "plain first" else [odd, plain, odd, plain]
     for name, route in _entry_points(op).items():
-        tbt._geometries.clear()
+        tbt._forget_geometries()
         want_odd = _outcome(route, odd)
         if isinstance(want_odd, torch.Tensor):
             torch.testing.assert_close(want_odd, want_values, rtol=1e-12, atol=1e-12)
-        tbt._geometries.clear()
+        tbt._forget_geometries()
         for t in order:
             got = _outcome(route, t)
             want = want_plain if t is plain else want_odd

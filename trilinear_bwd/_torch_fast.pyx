@@ -17,9 +17,16 @@ PyTorch is not a build dependency: the tensor functions used here are
 handed over by ``trilinear_bwd.torch``.
 """
 
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport uintptr_t
 
 from trilinear_bwd._kernel_plan cimport KernelPlan, RunTeam
+
+# A geometry whose workspace is at most this many bytes keeps one of its own
+# (a few rows of a tiny call), which saves the call of ``scratch`` on every
+# run; with at most ``trilinear_bwd.torch.GEOMETRY_CACHE_SIZE`` geometries
+# kept, a bounded amount in all.
+OWN_WORKSPACE_BYTES = 16 * 2**10
 
 
 cdef class Geometry:
@@ -55,6 +62,14 @@ cdef class Geometry:
         (``_executor._fork_safe_threads``; one after a fork that GNU
         libgomp cannot survive).
 
+    Notes
+    -----
+    A geometry whose workspace is at most ``OWN_WORKSPACE_BYTES`` keeps a
+    workspace of its own, used by one run at a time: a run that finds it in
+    use (another thread's run of the same geometry) takes ``scratch``'s.  A
+    child forked while another thread ran the geometry finds it in use for
+    good and always takes ``scratch``'s: slower, never wrong.
+
     Attributes
     ----------
     shape, strides, itemsize, threads, workspace_size
@@ -73,6 +88,8 @@ cdef class Geometry:
     cdef bint _check_strides
     cdef object _scratch
     cdef object _safe_threads
+    cdef char* _own             # the geometry's own workspace, or NULL
+    cdef bint _own_busy         # a run is using _own (read and set with the GIL held)
 
     def __init__(self, KernelPlan kernel_plan not None, uintptr_t run_team, tuple shape,
                  tuple strides, Py_ssize_t itemsize, int threads, Py_ssize_t workspace_size,
@@ -92,6 +109,13 @@ cdef class Geometry:
         self._check_strides = check_strides
         self._scratch = scratch
         self._safe_threads = safe_threads
+        if 0 < workspace_size <= OWN_WORKSPACE_BYTES:
+            self._own = <char*> PyMem_Malloc(workspace_size)
+            if self._own == NULL:
+                raise MemoryError()
+
+    def __dealloc__(self):
+        PyMem_Free(self._own)
 
     def fresh(self, source):
         """The kernel on ``source``'s data into a fresh result; None if a fact does not hold.
@@ -128,9 +152,16 @@ cdef class Geometry:
         target = result.data_ptr()
         if target % <uintptr_t> self.itemsize:
             return None
-        buf, workspace = self._scratch(self.workspace_size)
         if n_threads > 1:
             n_threads = self._safe_threads(n_threads)
+        if self._own != NULL and not self._own_busy:
+            self._own_busy = True
+            with nogil:
+                self._run(&self._plan.p, <const char*> address, <char*> target, self._own,
+                          n_threads)
+            self._own_busy = False
+            return result
+        buf, workspace = self._scratch(self.workspace_size)
         with nogil:
             self._run(&self._plan.p, <const char*> address, <char*> target, <char*> workspace,
                       n_threads)
@@ -145,7 +176,8 @@ cdef class FastPath:
     ----------
     geometries : dict
         Key -> :class:`Geometry` (or the cold paths' marker of a geometry
-        the contract refuses); filled by the cold paths.
+        the contract refuses); filled by the cold paths, which call
+        :meth:`forget` whenever they change it.
     counts : dict
         ``trilinear_bwd.torch``'s call counts (``"forward"``, ``"kernel"``).
     threads : callable
@@ -172,6 +204,14 @@ cdef class FastPath:
     cdef object _variant
     cdef object _forward_cold
     cdef object _backward_cold
+    # The last geometry each operator found, as (key, geometry): a loop
+    # calling one geometry compares its key with the last one's instead of
+    # hashing it (the hash of a key of tensor metadata costs more than the
+    # comparison).  One tuple, so a thread never sees one key's geometry
+    # under another key.  Only a geometry ``geometries`` holds under that
+    # key: whoever changes ``geometries`` calls :meth:`forget`.
+    cdef tuple _last_forward
+    cdef tuple _last_backward
 
     def __init__(self, dict geometries not None, dict counts not None, threads, variant,
                  forward_cold, backward_cold):
@@ -181,6 +221,24 @@ cdef class FastPath:
         self._variant = variant
         self._forward_cold = forward_cold
         self._backward_cold = backward_cold
+        self._last_forward = self._last_backward = (None, None)
+
+    def forget(self):
+        """Drop the last hits; call whenever ``geometries`` loses or changes an entry."""
+        self._last_forward = self._last_backward = (None, None)
+
+    cdef object _look_up(self, tuple key, bint forward):
+        # What the cache holds under key: the last hit's geometry if key is its key.
+        last = self._last_forward if forward else self._last_backward
+        if key == last[0]:
+            return last[1]
+        found = self._geometries.get(key)
+        if type(found) is Geometry:
+            if forward:
+                self._last_forward = (key, found)
+            else:
+                self._last_backward = (key, found)
+        return found
 
     def forward(self, x, output_size, align_corners, scales_d, scales_h, scales_w):
         """``aten::upsample_trilinear3d``'s arguments in, a fresh result out.
@@ -198,7 +256,7 @@ cdef class FastPath:
         """
         key = ("f", x.shape, x.stride(), x.dtype, tuple(output_size), align_corners, scales_d,
                scales_h, scales_w, self._threads(None), self._variant())
-        found = self._geometries.get(key)
+        found = self._look_up(key, True)
         if type(found) is Geometry:
             out = (<Geometry> found)._fresh(x)
             if out is not None:
@@ -226,7 +284,7 @@ cdef class FastPath:
         key = ("b", grad_output.shape, grad_output.stride(), grad_output.dtype,
                tuple(output_size), tuple(input_size), align_corners, scales_d, scales_h,
                scales_w, self._threads(None), self._variant())
-        found = self._geometries.get(key)
+        found = self._look_up(key, False)
         if type(found) is Geometry:
             out = (<Geometry> found)._fresh(grad_output)
             if out is not None:

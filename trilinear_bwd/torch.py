@@ -888,6 +888,14 @@ def _remember(key, value):
     if len(_geometries) >= GEOMETRY_CACHE_SIZE:
         _geometries.clear()       # a new working set: rebuilt call by call
     _geometries[key] = value
+    # The fast path's last hits hold only what _geometries holds.
+    _fast.forget()
+
+
+def _forget_geometries():
+    """Forget every remembered geometry: the next call of each goes the careful way."""
+    _geometries.clear()
+    _fast.forget()
 
 
 def _is_lazy(tensor):
