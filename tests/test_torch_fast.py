@@ -191,7 +191,10 @@ def test_a_geometry_refuses_what_would_crash_its_kernel():
     good = dict(kernel_plan=kernel_plan, run_team=run_team, shape=(1,), strides=(1,),
                 itemsize=4, threads=1, workspace_size=0, allocate=None, allocate_args=(),
                 check_strides=False, scratch=None, safe_threads=None)
-    trilinear_bwd._torch_fast.Geometry(**good)
+    geometry = trilinear_bwd._torch_fast.Geometry(**good)
+    # Filled once: a second __init__ changes nothing (a run may be using it).
+    geometry.__init__(**{**good, "shape": (2,), "workspace_size": 64})
+    assert geometry.shape == (1,) and geometry.workspace_size == 0
     for bad in ({"run_team": 0}, {"itemsize": 0}, {"threads": 0}, {"workspace_size": -1}):
         with pytest.raises(ValueError, match="null entry point"):
             trilinear_bwd._torch_fast.Geometry(**{**good, **bad})

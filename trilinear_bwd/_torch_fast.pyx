@@ -91,7 +91,9 @@ cdef class Geometry:
     cdef char* _own             # the geometry's own workspace, or NULL
     cdef bint _own_busy         # a run is using _own (read and set with the GIL held)
 
-    def __init__(self, KernelPlan kernel_plan not None, uintptr_t run_team, tuple shape,
+    # Filled once, in __cinit__: calling __init__ again (a no-op) cannot swap
+    # the plan or free the workspace under a run in another thread.
+    def __cinit__(self, KernelPlan kernel_plan not None, uintptr_t run_team, tuple shape,
                  tuple strides, Py_ssize_t itemsize, int threads, Py_ssize_t workspace_size,
                  allocate, tuple allocate_args, bint check_strides, scratch, safe_threads):
         if run_team == 0 or itemsize <= 0 or threads < 1 or workspace_size < 0:
