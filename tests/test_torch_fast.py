@@ -4,6 +4,7 @@ metadata only, and every per-call fact (alignment, fresh result) checked on ever
 No timings here (docs/performance.md has them).
 """
 
+import os
 import threading
 
 import pytest
@@ -357,6 +358,37 @@ def test_two_threads_running_one_geometry_get_its_bits(op):
     for thread in threads:
         thread.join()
     assert not wrong
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("op", OPS)
+def test_a_child_forked_while_a_geometry_runs_gets_its_bits(op):
+    """A fork copies the last hits and a geometry's own workspace, possibly marked in
+    use by a thread the child does not have: the child's calls still get the bits."""
+    t = _source(op, torch.float32, "NDHWC")
+    want = _call(op, t)
+    assert torch.equal(_call(op, t), want)             # the last hit, its own workspace
+    stop = threading.Event()
+
+    def work():
+        while not stop.is_set():
+            _call(op, t)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    try:
+        children = []
+        for _ in range(8):
+            pid = os.fork()
+            if pid == 0:
+                ok = all(torch.equal(_call(op, t), want) for _ in range(20))
+                os._exit(0 if ok else 1)
+            children.append(pid)
+        statuses = [os.waitpid(pid, 0)[1] for pid in children]
+    finally:
+        stop.set()
+        thread.join()
+    assert statuses == [0] * len(children)
 
 
 # -- item 4: autograd through enable(), on the fast path -----------------------------
