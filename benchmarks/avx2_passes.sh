@@ -1,14 +1,23 @@
 #!/bin/sh
-# Scratch builds of the AVX2 variant for the pass-by-pass breakdown
+# Scratch builds of one kernel variant (AVX2, or VARIANT=avx512) for the pass-by-pass breakdown
 # (docs/performance.md): copies of this checkout's package in DEST/full,
 # DEST/d (the items stop after the D pass) and DEST/dh (after H), each with
-# only _kernels_avx2 recompiled (-DTB_STOP_AFTER, see _kernels.pxi), for
+# only _kernels_$VARIANT recompiled (-DTB_STOP_AFTER, see _kernels.pxi), for
 #     python benchmarks/avx2_table.py --build d=DEST/d --build dh=DEST/dh \
 #         --build full=DEST/full
 # Run from the repository root after `python setup.py build_ext --inplace`.
 # EXTRA_CFLAGS are added to every build (e.g. -mfma -ffp-contract=fast for
 # the FMA measurement: not bitwise equal to the other variants).
+# VARIANT=avx512 builds the AVX-512 variant's copies instead (setup.py's
+# AVX-512 flags), for the same breakdown of that variant (time them with
+# --build NAME=DEST/d:avx512 and so on).
 set -e
+VARIANT=${VARIANT:-avx2}
+case $VARIANT in
+    avx2) VFLAGS="-mavx2 -mf16c" ;;
+    avx512) VFLAGS="-mavx512f -mavx512bw -mavx512vl -mavx2 -mf16c" ;;  # setup.py AVX512_FLAGS
+    *) echo "VARIANT must be avx2 or avx512" >&2; exit 2 ;;
+esac
 DEST=${1:?usage: avx2_passes.sh DEST [stops...]}
 shift
 STOPS=${*:-"0 1 2"}
@@ -18,16 +27,16 @@ NPINC=$($PY -c "import numpy; print(numpy.get_include())")
 SUFFIX=$($PY -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 mkdir -p "$DEST"
 cython -3 --directive boundscheck=False,wraparound=False,cdivision=True,initializedcheck=False,embedsignature=True \
-    -I . trilinear_bwd/_kernels_avx2.pyx -o "$DEST/_kernels_avx2.c"
+    -I . trilinear_bwd/_kernels_$VARIANT.pyx -o "$DEST/_kernels_$VARIANT.c"
 for stop in $STOPS; do
     case $stop in 0) name=full ;; 1) name=d ;; 2) name=dh ;; esac
     rm -rf "$DEST/$name"
     mkdir -p "$DEST/$name"
     cp -r trilinear_bwd "$DEST/$name/"
     gcc -shared -fPIC -O3 -g -fwrapv -ffp-contract=off -fno-math-errno -std=c11 -fopenmp \
-        -mavx2 -mf16c $EXTRA_CFLAGS -DTB_STOP_AFTER=$stop -DNDEBUG \
+        $VFLAGS $EXTRA_CFLAGS -DTB_STOP_AFTER=$stop -DNDEBUG \
         -DNPY_NO_DEPRECATED_API=NPY_1_9_API_VERSION -DTRILINEAR_BWD_HAVE_OPENMP=1 \
-        -Itrilinear_bwd -I"$NPINC" -I"$INC" "$DEST/_kernels_avx2.c" \
-        -o "$DEST/$name/trilinear_bwd/_kernels_avx2$SUFFIX" &
+        -Itrilinear_bwd -I"$NPINC" -I"$INC" "$DEST/_kernels_$VARIANT.c" \
+        -o "$DEST/$name/trilinear_bwd/_kernels_$VARIANT$SUFFIX" &
 done
 wait

@@ -10,7 +10,7 @@ limit is the best of several cold one-thread copies (``np.copyto`` of 256 MiB,
 bytes read plus bytes written) measured by the parent between the rounds.
 
     python benchmarks/avx2_table.py --build before=/path/to/old/checkout \\
-        --build after=. [--threads 2] [--repeat 15] [--stat min] [--variant avx2]
+        --build after=. [--threads 2] [--repeat 15] [--stat min] [--variant avx2] [--forward]
 
 A build may name a kernel variant, ``after=.:baseline``; ``--variant`` sets it
 for every build that does not.  Timing is not a test: compare the builds'
@@ -49,15 +49,22 @@ sys.path.insert(0, sys.argv[1])
 import trilinear_bwd as tb
 from trilinear_bwd import _dispatch
 from trilinear_bwd.bench import _dtype, _empty, _layout
-cases, threads = json.loads(sys.argv[2]), int(sys.argv[3])
+cases, threads, forward = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 runs = []
 for name, (n, c), ins, outs, layout, dtype in cases:
-    values = np.random.default_rng(0).standard_normal((n, c) + tuple(outs), dtype=np.float32)
+    # The backward reads a gradient of the output size and writes the input
+    # size; the forward reads the input size and writes the output size.
+    read, written = (ins, outs) if forward else (outs, ins)
+    values = np.random.default_rng(0).standard_normal((n, c) + tuple(read), dtype=np.float32)
     g = _layout(values.astype(_dtype(dtype)), layout)
-    out = _empty((n, c) + tuple(ins), g.dtype, layout)
+    out = _empty((n, c) + tuple(written), g.dtype, layout)
     out[...] = 0
-    size, ex = tb.get_workspace_size(g, g.shape[2:], out.shape, False, 0.0, 0.0, 0.0, out,
-                                     num_threads=threads)
+    if forward:
+        size, ex = tb.get_forward_workspace_size(g, tuple(written), False, 0.0, 0.0, 0.0, out,
+                                                 num_threads=threads)
+    else:
+        size, ex = tb.get_workspace_size(g, g.shape[2:], out.shape, False, 0.0, 0.0, 0.0, out,
+                                         num_threads=threads)
     ex.set_repeatable()
     ws = tb.alloc_workspace(size)
     run = (lambda ws=ws, size=size, ex=ex: tb.execute(ws, size, ex))
@@ -107,6 +114,9 @@ def main(argv=None):
     p.add_argument("--repeat", "-r", type=int, default=15)
     p.add_argument("--stat", choices=["median", "min"], default="min")
     p.add_argument("--variant", default="avx2", help="kernel variant ('' for the default)")
+    p.add_argument("--forward", action="store_true",
+                   help="time the forward of the same geometries (input size -> output size); "
+                        "the targets are the backward's")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
     builds = []
@@ -119,7 +129,8 @@ def main(argv=None):
         if variant:
             env["TRILINEAR_BWD_KERNEL"] = variant
         proc = subprocess.Popen([sys.executable, "-c", WORKER, os.path.abspath(path),
-                                 json.dumps(CASES), str(args.threads)],
+                                 json.dumps(CASES), str(args.threads),
+                                 "1" if args.forward else "0"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                 env=env, cwd="/")
         builds.append((name, proc, json.loads(proc.stdout.readline())))
@@ -145,7 +156,8 @@ def main(argv=None):
     nbytes = builds[0][2]["bytes"]
     names = [name for name, _, _ in builds]
     print(f"CPU: {cpu_model()}, {os.cpu_count()} processors; {args.threads} threads; "
-          f"cold caches; {args.stat} of {args.repeat} interleaved rounds")
+          f"cold caches; {args.stat} of {args.repeat} interleaved rounds; "
+          f"{'forward' if args.forward else 'backward'}")
     for name, _, info in builds:
         print(f"  {name}: {info['file']} (variant {info['variant']})")
     print(f"cold copy limit: {limit / 1e9:.1f} GB/s (best one-thread cold np.copyto, "
@@ -159,7 +171,7 @@ def main(argv=None):
     for i, (name, (n, c), ins, outs, layout, dtype) in enumerate(CASES):
         t = [float(stat(times[b][i])) for b in names]
         pct = [100 * nbytes[i] / limit / x for x in t]
-        label = f"{name} {layout.upper()} {dtype}"
+        label = f"{name} {layout.upper()} {dtype}" + (" forward" if args.forward else "")
         cells = [label, f"{nbytes[i] / 1e6:.1f}"] + [f"{x * 1e3:.2f}" for x in t]
         cells += [f"{x:.0f}%" for x in pct] + [f"{TARGETS[i]}%"]
         if len(names) > 1:
@@ -170,6 +182,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu_model(), "threads": args.threads, "limit": limit,
+                       "forward": args.forward,
                        "copies": copies, "load": load, "stat": args.stat,
                        "builds": {n: info for n, _, info in builds}, "rows": rows,
                        "raw": times}, f, indent=1)

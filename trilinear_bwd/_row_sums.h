@@ -58,6 +58,13 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
  * the start of each grad_out plane the next item sums, before its own H and
  * W passes, which leave the memory idle. */
 #define TB_PF_NEXT_ITEM 4096
+/* Every prefetch of grad_out asks for L2, not L1: the lines are read a few
+ * hundred cycles later, from L2 as fast as the loads need them, while asked
+ * into L1 they likely evicted the plane of sums (16 KiB for 64 x 64) that
+ * the H and W passes work on there -- above all the next item's 16 KiB,
+ * asked for just before those passes (docs/performance.md, "Prefetches into
+ * L2"). */
+#define TB_PF_HINT _MM_HINT_T1
 
 /* The row sums for each accumulation type (the C template _row_sums_t.h). */
 #define TB_T float
@@ -86,7 +93,7 @@ static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes,
 #if defined(TB_LANES_f32)
     for (int64_t t = ptr[0]; t < ptr[1]; ++t)
         for (int64_t b = 0; b < nbytes; b += 64)
-            _mm_prefetch((const char *)rows + src[t] * row_bytes + b, _MM_HINT_T0);
+            _mm_prefetch((const char *)rows + src[t] * row_bytes + b, TB_PF_HINT);
 #else
     (void)rows, (void)row_bytes, (void)ptr, (void)src, (void)nbytes;
 #endif
