@@ -9,14 +9,16 @@
 # EXTRA_CFLAGS are added to every build (e.g. -mfma -ffp-contract=fast for
 # the FMA measurement: not bitwise equal to the other variants).
 # VARIANT=avx512 builds the AVX-512 variant's copies instead (setup.py's
-# AVX-512 flags), for the same breakdown of that variant (time them with
-# --build NAME=DEST/d:avx512 and so on).
+# AVX-512 flags), VARIANT=baseline the x86-64 baseline's (SSE2), for the same
+# breakdown of that variant (time them with --build NAME=DEST/d:avx512 and so
+# on).
 set -e
 VARIANT=${VARIANT:-avx2}
 case $VARIANT in
     avx2) VFLAGS="-mavx2 -mf16c" ;;
     avx512) VFLAGS="-mavx512f -mavx512bw -mavx512vl -mavx2 -mf16c" ;;  # setup.py AVX512_FLAGS
-    *) echo "VARIANT must be avx2 or avx512" >&2; exit 2 ;;
+    baseline) VFLAGS="" ;;
+    *) echo "VARIANT must be avx2, avx512 or baseline" >&2; exit 2 ;;
 esac
 DEST=${1:?usage: avx2_passes.sh DEST [stops...]}
 shift

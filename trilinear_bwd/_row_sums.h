@@ -58,13 +58,28 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
  * the start of each grad_out plane the next item sums, before its own H and
  * W passes, which leave the memory idle. */
 #define TB_PF_NEXT_ITEM 4096
-/* Every prefetch of grad_out asks for L2, not L1: the lines are read a few
+/* The prefetches of grad_out ask for L2, not L1: the lines are read a few
  * hundred cycles later, from L2 as fast as the loads need them, while asked
  * into L1 they likely evicted the plane of sums (16 KiB for 64 x 64) that
  * the H and W passes work on there -- above all the next item's 16 KiB,
  * asked for just before those passes (docs/performance.md, "Prefetches into
  * L2"). */
 #define TB_PF_HINT _MM_HINT_T1
+/* Two exceptions (docs/performance.md, "Per-vector prefetches into L1 on
+ * narrower vectors").  One prefetch per vector on narrower vectors (AVX2
+ * and SSE2 over float32 and float64 rows, _row_sums_t.h) asks for L1:
+ * asked into L2 these made no case faster and some slower on a Zen 4 core. */
+#if TB_HAVE_MASKS
+#define TB_PF_HINT_VEC TB_PF_HINT
+#else
+#define TB_PF_HINT_VEC _MM_HINT_T0
+#endif
+/* And with AVX-512 a next item whose whole request is at most this many
+ * bytes (a forward's two planes of a small source) asks for L1: it evicts
+ * little of the plane the H and W passes work on, and its short D pass then
+ * starts from L1.  The AVX2 variant's downsampling backward was slower with
+ * the same rule. */
+#define TB_PF_NEXT_ITEM_L1 4096
 
 /* The row sums for each accumulation type (the C template _row_sums_t.h). */
 #define TB_T float
@@ -84,13 +99,23 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 
 /* Ask for the first `nbytes` of each row src[t] * row_bytes past `rows`,
  * ptr[0] <= t < ptr[1]: the start of a later D sum, fetched while other work
- * runs.  A plane shorter than `nbytes` has the request run past it, perhaps
- * past the array: prefetches never fault (one to an unmapped page is dropped). */
+ * runs, into L2 (into L1 for a small request with AVX-512,
+ * TB_PF_NEXT_ITEM_L1).  A plane shorter than `nbytes` has the request run
+ * past it, perhaps past the array: prefetches never fault (one to an
+ * unmapped page is dropped). */
 static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes,
                                     const int64_t *restrict ptr, const int64_t *restrict src,
                                     int64_t nbytes)
 {
 #if defined(TB_LANES_f32)
+#if TB_HAVE_MASKS
+    if ((ptr[1] - ptr[0]) * nbytes <= TB_PF_NEXT_ITEM_L1) {
+        for (int64_t t = ptr[0]; t < ptr[1]; ++t)
+            for (int64_t b = 0; b < nbytes; b += 64)
+                _mm_prefetch((const char *)rows + src[t] * row_bytes + b, _MM_HINT_T0);
+        return;
+    }
+#endif
     for (int64_t t = ptr[0]; t < ptr[1]; ++t)
         for (int64_t b = 0; b < nbytes; b += 64)
             _mm_prefetch((const char *)rows + src[t] * row_bytes + b, TB_PF_HINT);

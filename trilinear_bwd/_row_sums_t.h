@@ -161,7 +161,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
         if (prefetch)
             for (; k + TB_LANES <= n; k += TB_LANES) {
                 for (int64_t j = 0; j < m; ++j)
-                    _mm_prefetch((const char *)x[j] + k * elem + ahead, TB_PF_HINT);
+                    _mm_prefetch((const char *)x[j] + k * elem + ahead, TB_PF_HINT_VEC);
                 TB_TYPED(tb_sum_vec_)(acc, x, wv, m, k, first, kind);
             }
         for (; k + TB_LANES <= n; k += TB_LANES)
