@@ -237,7 +237,7 @@ def test_a_fork_during_a_first_use_import_leaves_the_child_able_to_import(tmp_pa
 # Modules of the package that its callers reach (tools and the CLI aside).
 _CALL_PATH = ("_api", "_arguments", "_arrays", "_coerce", "_constants", "_dispatch",
               "_executor", "_memory", "_operator", "_plan", "_pool", "_stream", "_tables",
-              "_torch_arrays", "_torch_pool", "aclnn", "dask", "torch", "pool", "__init__")
+              "_torch_arrays", "aclnn", "dask", "torch", "pool", "__init__")
 
 
 def test_every_first_use_import_goes_through_the_fork_guard():

@@ -14,8 +14,8 @@ import trilinear_bwd as tb
 from trilinear_bwd._operator import BACKWARD, FORWARD, OPERATORS, Call, check
 
 PACKAGE = Path(trilinear_bwd.__file__).parent
-# The modules that may name torch: the front end, its two helpers, the benchmarks.
-TORCH_MODULES = {"torch.py", "_torch_arrays.py", "_torch_compile.py", "_torch_pool.py",
+# The modules that may name torch: the front end, its helpers, the benchmarks.
+TORCH_MODULES = {"torch.py", "_torch_arrays.py", "_torch_compile.py",
                  "bench.py", "_bench_calls.py"}
 
 

@@ -191,7 +191,7 @@ def test_a_geometry_refuses_what_would_crash_its_kernel():
     run_team = _dispatch.kernel_module().RUN_TEAM
     good = dict(kernel_plan=kernel_plan, run_team=run_team, shape=(1,), strides=(1,),
                 itemsize=4, threads=1, workspace_size=0, allocate=None, allocate_args=(),
-                check_strides=False, scratch=None, safe_threads=None)
+                scratch=None, safe_threads=None)
     geometry = trilinear_bwd._torch_fast.Geometry(**good)
     # Filled once: a second __init__ changes nothing (a run may be using it).
     geometry.__init__(**{**good, "shape": (2,), "workspace_size": 64})

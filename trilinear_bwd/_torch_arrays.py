@@ -13,8 +13,8 @@ tensor it is given, so ``import trilinear_bwd`` never imports torch.
   version counter after writing it, as PyTorch's ``out=`` ops do;
 * :meth:`TensorKind.memory`: the check of a tensor's memory that a
   remembered address relies on (``_memory``);
-* :meth:`TensorKind.new_like`: a fresh result from PyTorch's allocator
-  (``_torch_pool``), so that a tensor in gives a tensor out.
+* :meth:`TensorKind.new_like`: a fresh result from PyTorch's allocator, so
+  that a tensor in gives a tensor out.
 """
 
 import warnings
@@ -42,7 +42,11 @@ def tensor_view(tensor):
 
 
 def new_tensor(shape, dtype, memory_format, name):
-    """An uninitialised CPU tensor from PyTorch's allocator (``_torch_pool``); 561000 if it cannot be had.
+    """An uninitialised CPU tensor from PyTorch's allocator; 561000 if it cannot be had.
+
+    ``torch.empty``'s own: resizable, on the CPU whatever device the caller
+    made the default, and the library keeps nothing of it (``docs/torch.md``,
+    "Results are PyTorch's").
 
     Parameters
     ----------
@@ -59,8 +63,7 @@ def new_tensor(shape, dtype, memory_format, name):
     elif memory_format is False:
         memory_format = torch.contiguous_format
     try:
-        return _fork.import_module("trilinear_bwd._torch_pool").empty(shape, dtype,
-                                                                      memory_format)
+        return torch.empty(shape, dtype=dtype, device="cpu", memory_format=memory_format)
     except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
         raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
 

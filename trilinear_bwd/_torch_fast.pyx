@@ -48,12 +48,9 @@ cdef class Geometry:
     workspace_size : int
         Bytes of scratch workspace the kernel needs.
     allocate : callable
-        ``allocate(*allocate_args)`` returns a fresh, uninitialised tensor
-        of the result's shape, strides and dtype.
+        ``allocate(*allocate_args)`` returns a fresh, uninitialised CPU
+        tensor of the result's shape, strides and dtype.
     allocate_args : tuple
-    check_strides : bool
-        Whether ``allocate`` may return other strides (a pooled storage),
-        so that each result's strides are compared with ``strides``.
     scratch : callable
         ``scratch(size)`` returns ``(buffer, address)``: this thread's
         workspace (``_executor.scratch_workspace``).
@@ -85,7 +82,6 @@ cdef class Geometry:
     cdef RunTeam _run
     cdef object _allocate
     cdef tuple _allocate_args
-    cdef bint _check_strides
     cdef object _scratch
     cdef object _safe_threads
     cdef char* _own             # the geometry's own workspace, or NULL
@@ -95,7 +91,7 @@ cdef class Geometry:
     # the plan or free the workspace under a run in another thread.
     def __cinit__(self, KernelPlan kernel_plan not None, uintptr_t run_team, tuple shape,
                  tuple strides, Py_ssize_t itemsize, int threads, Py_ssize_t workspace_size,
-                 allocate, tuple allocate_args, bint check_strides, scratch, safe_threads):
+                 allocate, tuple allocate_args, scratch, safe_threads):
         if run_team == 0 or itemsize <= 0 or threads < 1 or workspace_size < 0:
             raise ValueError("Geometry: a null entry point, an item size, team or "
                              "workspace size out of range")
@@ -108,7 +104,6 @@ cdef class Geometry:
         self.workspace_size = workspace_size
         self._allocate = allocate
         self._allocate_args = allocate_args
-        self._check_strides = check_strides
         self._scratch = scratch
         self._safe_threads = safe_threads
         if 0 < workspace_size <= OWN_WORKSPACE_BYTES:
@@ -149,8 +144,6 @@ cdef class Geometry:
         if address == 0 or address % <uintptr_t> self.itemsize:
             return None
         result = self._allocate(*self._allocate_args)
-        if self._check_strides and result.stride() != self.strides:
-            return None
         target = result.data_ptr()
         if target % <uintptr_t> self.itemsize:
             return None

@@ -35,6 +35,7 @@ torch.Size([1, 2, 4, 4, 4])
 """
 
 import contextlib
+import functools
 import math
 import threading
 import warnings
@@ -46,7 +47,7 @@ import torch.autograd.forward_ad as _forward_ad
 import torch.nn.functional as F
 from torch._C import DispatchKey
 
-from . import _dispatch, _fork, _native, _pool, _torch_compile, _torch_fast, _torch_pool
+from . import _dispatch, _fork, _native, _torch_compile, _torch_fast
 from ._api import run_checked
 from ._arguments import MAX_THREADS
 from ._arrays import as_array, is_misaligned
@@ -173,7 +174,8 @@ def _faithful(key, source, tensor, misaligned):
 def _run_into(call, dtype, memory_format, misaligned, num_threads, key=None):
     # PyTorch's allocator, not the library's pool: a tensor handed to PyTorch
     # code must be resizable like any it allocated (resize_, out= of
-    # another shape), which memory from torch.from_numpy is not.
+    # another shape), which memory from torch.from_numpy is not, and memory
+    # PyTorch allocated cannot come back to a pool once PyTorch frees it.
     shape = call.op.shapes(call.input_size, call.output_size)[1]
     result = new_tensor(shape, dtype, memory_format, call.op.target)
     call = call.replace(target=tensor_view(result))
@@ -325,7 +327,7 @@ def _is_dual(tensor):
 # (user or infra: fake, proxy, functional), torch function mode (which sees
 # the operator's call), functorch transform or tracer in effect.
 with torch.inference_mode(False):
-    _PLAIN_KEYS = torch._C._dispatch_keys(torch.empty(0))
+    _PLAIN_KEYS = torch._C._dispatch_keys(torch.empty(0, device="cpu"))
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _dispatch_keys = torch._C._dispatch_keys
 _key_included = torch._C._dispatch_tls_is_dispatch_key_included
@@ -843,11 +845,11 @@ def _geometry(call, result, requested, follow_default, kernel_module):
     """What the first call of a geometry established, for the calls after it.
 
     A :class:`trilinear_bwd._torch_fast.Geometry`: the kernel's plan and
-    C entry point, the result's metadata, the team.  Results of at least
-    ``_pool.MIN_BYTES`` come from the pool (``_torch_pool``); smaller ones
-    are allocated by ``torch.empty_like`` of a template with the result's
-    metadata, which parses one argument where ``new_empty_strided`` parses
-    two sequences.
+    C entry point, the result's metadata, the team.  Each result is a fresh
+    tensor from PyTorch's allocator, on the CPU: ``torch.empty_like`` of a
+    template with the result's metadata where the template's storage holds
+    it (``empty_like`` parses one argument where ``empty_strided`` parses
+    two sequences), ``torch.empty_strided`` above that.
     """
     shape = tuple(result.shape)
     strides = result.stride()
@@ -857,27 +859,31 @@ def _geometry(call, result, requested, follow_default, kernel_module):
     # the calls under enable(), which pass no thread count), so the team is
     # fixed with it.
     threads = team_size(plan.n_slots, moved_bytes(call), requested, follow_default)
-    pooled = result.numel() * itemsize >= _pool.MIN_BYTES
-    if pooled:
-        allocate, args = _torch_pool.empty_strided, (shape, strides, result.dtype)
-    else:
+    if result.numel() * itemsize <= TEMPLATE_BYTES:
         allocate, args = torch.empty_like, (_template(shape, strides, result.dtype),)
+    else:
+        allocate = functools.partial(torch.empty_strided, dtype=result.dtype, device="cpu")
+        args = (shape, strides)
     return _torch_fast.Geometry(
         plan.kernel, kernel_module.RUN_TEAM, shape, strides, itemsize, threads,
-        plan.workspace_size, allocate, args, pooled, scratch_workspace, _fork_safe_threads)
+        plan.workspace_size, allocate, args, scratch_workspace, _fork_safe_threads)
+
+
+# The bytes of the one storage every template lies in: the results a
+# template serves are at most this large.
+TEMPLATE_BYTES = 2**20
 
 
 def _template(shape, strides, dtype):
     """A tensor of this metadata for ``torch.empty_like`` to copy; its memory is never used.
 
-    Every template lies in one storage of ``_pool.MIN_BYTES`` bytes, enough
-    for any result that does not come from the pool, allocated at the first
-    template and never written (its pages are never touched).
+    Every template lies in one storage of ``TEMPLATE_BYTES``, allocated at
+    the first template and never written (its pages are never touched).
     """
     global _template_storage
     # On the CPU, whatever device a caller's code makes the default.
     if _template_storage is None:
-        _template_storage = torch.UntypedStorage(_pool.MIN_BYTES, device="cpu")
+        _template_storage = torch.UntypedStorage(TEMPLATE_BYTES, device="cpu")
     return torch.empty(0, dtype=dtype, device="cpu").set_(_template_storage, 0, shape, strides)
 
 
