@@ -735,15 +735,18 @@ def test_the_straight_route_refuses_what_the_dispatcher_would_change(case):
 @pytest.mark.parametrize("recorder", [_Recorder, _FunctionRecorder],
                          ids=["dispatch mode", "torch function mode"])
 def test_a_mode_sees_the_drop_ins_operators(recorder, grad):
-    """Under a dispatch or torch function mode the drop-in's calls go through its operators.
+    """Under a dispatch mode the drop-in's calls go through its operators; a function mode sees it.
 
     The straight route skips the operators, so a mode (a profiler, a
     tracer, FlopCounterMode) would see nothing of the upsampling if the
-    route did not check for one.
+    route did not check for one.  A torch function mode sees the drop-in
+    itself, as it sees ``F.interpolate`` (both hand their call to
+    ``__torch_function__``).
     """
     x = _tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW").requires_grad_(grad)
     g = _tensor((2, 3, 6, 8, 10), torch.float32, "NCDHW")
-    ours = "trilinear_bwd.upsample_trilinear3d.default"
+    ours = ("trilinear_bwd.upsample_trilinear3d.default" if recorder is _Recorder
+            else str(tbt.upsample_trilinear3d))
     with recorder() as mode:
         y = tbt.upsample_trilinear3d(x, scale_factor=2)
         if grad:

@@ -95,6 +95,10 @@ def _forward_front_ends():
         "tb.upsample_trilinear3d(tensor)": lambda x, size: tb.upsample_trilinear3d(x, size),
         "tb.upsample_trilinear3d(ndarray)": lambda x, size:
             tb.upsample_trilinear3d(x.numpy(), size),
+        # The drop-in and its operator follow the contract too (issue 46, item 7).
+        "tbt.upsample_trilinear3d": lambda x, size: tbt.upsample_trilinear3d(x, size=size),
+        "torch.ops.trilinear_bwd.upsample_trilinear3d": lambda x, size:
+            torch.ops.trilinear_bwd.upsample_trilinear3d(x, size, False, None, None, None),
     }
 
 
@@ -130,10 +134,11 @@ def test_the_kernels_own_entries_check_before_any_work(no_allocation, op):
 
 
 # Sizes PyTorch itself refuses (its RuntimeError, before allocating) and sizes
-# past this library's limits that PyTorch computes: under enable() and
-# through the drop-in the first get PyTorch's exception type, the second
-# PyTorch's result, and neither allocates through this library first.
-IMPOSSIBLE_SIZES = [(2**40, 2**40, 2), (2**62, 1, 1)]
+# past this library's limits that PyTorch computes: under enable(), which
+# stands in for PyTorch's kernel, the first get PyTorch's exception type, the
+# second PyTorch's result, and neither allocates through this library first;
+# the drop-in and its operators refuse both with 161002 (above).
+IMPOSSIBLE_SIZES = [(2**40, 2**40, 2), (2**62, 1, 1), (2**21, 2**12, 2**10)]
 PAST_LIMITS_SIZES = [(1, 2, BIG), (BIG, 1, 2)]
 
 
@@ -142,12 +147,7 @@ def _forward_pytorch_front_ends():
         with tbt.enabled():
             return F.interpolate(x, size=size, mode="trilinear")
 
-    return {
-        "F.interpolate under enable()": enabled,
-        "tbt.upsample_trilinear3d": lambda x, size: tbt.upsample_trilinear3d(x, size=size),
-        "torch.ops.trilinear_bwd.upsample_trilinear3d": lambda x, size:
-            torch.ops.trilinear_bwd.upsample_trilinear3d(x, size, False, None, None, None),
-    }
+    return {"F.interpolate under enable()": enabled}
 
 
 def _backward_pytorch_front_ends():
@@ -156,12 +156,30 @@ def _backward_pytorch_front_ends():
             return torch.ops.aten.upsample_trilinear3d_backward(
                 g, g.shape[2:], input_size, False)
 
-    return {
-        "aten backward under enable()": enabled,
-        "torch.ops.trilinear_bwd.upsample_trilinear3d_backward": lambda g, input_size:
-            torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
-                g, g.shape[2:], input_size, False, None, None, None),
-    }
+    return {"aten backward under enable()": enabled}
+
+
+@pytest.mark.parametrize("size", IMPOSSIBLE_SIZES + PAST_LIMITS_SIZES, ids=str)
+def test_the_drop_in_refuses_sizes_past_the_limits_before_any_work(no_allocation, size):
+    x = torch.ones(1, 1, 2, 2, 2, requires_grad=True)
+    for call in (lambda: tbt.upsample_trilinear3d(x, size=size),
+                 lambda: tbt.upsample_trilinear3d(x.detach(), size=size),
+                 lambda: torch.ops.trilinear_bwd.upsample_trilinear3d(
+                     x.detach(), size, False, None, None, None)):
+        with pytest.raises(InvalidArgumentError) as info:
+            call()
+        assert info.value.status == 161002
+
+
+@pytest.mark.parametrize("input_size", [(1, 1, 2**62, 1, 1), (1, 1, 2**40, 2**40, 2),
+                                        (1, 1, BIG, 2, 2)], ids=str)
+def test_the_drop_ins_backward_operator_refuses_sizes_past_the_limits(no_allocation,
+                                                                     input_size):
+    g = _huge(input_size[:2] + (2, 2, 2))
+    with pytest.raises(InvalidArgumentError) as info:
+        torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+            g, g.shape[2:], input_size, False, None, None, None)
+    assert info.value.status == 161002
 
 
 @pytest.mark.parametrize("size", IMPOSSIBLE_SIZES, ids=str)
@@ -283,7 +301,8 @@ BAD_ARGUMENTS = [
     dict(scale_factor=torch.tensor(2.0)),
     dict(size=(5, 6, 7), align_corners=1),
     dict(size=(5, 6, 7), align_corners="yes"),
-    dict(size=2**62),
+    # (size=2**62: past the contract's limits, which the drop-in refuses
+    # with 161002 where PyTorch fails to allocate; tested above.)
 ]
 GOOD_UNUSUAL_ARGUMENTS = [
     dict(size=torch.tensor(5)),
@@ -584,3 +603,60 @@ def test_scale_floor_rule_matches_pytorch_for_plain_factors():
         expected = F.interpolate(x, scale_factor=f, mode="trilinear").shape
         assert tbt.upsample_trilinear3d(x, scale_factor=f).shape == expected
         assert expected[2] == math.floor(n * f)
+
+
+# -- issue 46, item 7: no argument silently ignored or mis-reported --------------------
+
+@pytest.mark.parametrize("memory_format", ["banana", 5, torch.channels_last, torch.strided,
+                                           "channels_last_3d"], ids=repr)
+def test_a_memory_format_other_than_the_four_is_refused(no_allocation, memory_format):
+    g = torch.rand(1, 2, 4, 4, 4)
+    with pytest.raises(InvalidArgumentError, match="memory_format must be") as info:
+        tbt.upsample_trilinear3d_backward(g, (4, 4, 4), (1, 2, 2, 2, 2), False,
+                                          memory_format=memory_format)
+    assert info.value.status == 161002
+
+
+@pytest.mark.parametrize("layout", list(FORMATS))
+@pytest.mark.parametrize("memory_format", [None, torch.preserve_format, torch.contiguous_format,
+                                           torch.channels_last_3d], ids=repr)
+def test_each_memory_format_gives_its_layout(layout, memory_format):
+    g = torch.rand(1, 2, 4, 4, 4).contiguous(memory_format=FORMATS[layout])
+    got = tbt.upsample_trilinear3d_backward(g, (4, 4, 4), (1, 2, 2, 2, 2), False,
+                                            memory_format=memory_format)
+    # None and preserve_format: the layout PyTorch's kernel picks for g.
+    wanted = (FORMATS[layout] if memory_format in (None, torch.preserve_format)
+              else memory_format)
+    assert got.is_contiguous(memory_format=wanted)
+    torch.testing.assert_close(got, torch.ops.aten.upsample_trilinear3d_backward(
+        g, (4, 4, 4), (1, 2, 2, 2, 2), False))
+
+
+def _nested(layout):
+    parts = [torch.rand(2, 4, 4, 4), torch.rand(2, 4, 4, 4)]
+    return torch.nested.nested_tensor(parts, layout=layout)
+
+
+NOT_DENSE = {
+    "nested (strided)": lambda: _nested(torch.strided),
+    "nested (jagged)": lambda: _nested(torch.jagged),
+    "sparse COO": lambda: torch.rand(2, 2, 4, 4, 4).to_sparse(),
+    "mkldnn": lambda: torch.rand(2, 2, 4, 4, 4).to_mkldnn(),
+}
+
+
+@pytest.mark.parametrize("kind", list(NOT_DENSE))
+def test_a_tensor_that_is_not_dense_is_161002_through_every_front_end(no_allocation, kind):
+    g = NOT_DENSE[kind]()
+    calls = {
+        "tbt backward": lambda: tbt.upsample_trilinear3d_backward(
+            g, (4, 4, 4), (2, 2, 2, 2, 2), False),
+        "tb backward": lambda: tb.upsample_trilinear3d_backward(g, (2, 2, 2)),
+        "tb forward": lambda: tb.upsample_trilinear3d(g, (8, 8, 8)),
+        "executor": lambda: tb.get_workspace_size(g, (4, 4, 4), (2, 2, 2, 2, 2), False,
+                                                  0.0, 0.0, 0.0, torch.empty(2, 2, 2, 2, 2)),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidArgumentError, match="dense") as info:
+            call()
+        assert info.value.status == 161002, name

@@ -198,6 +198,8 @@ class TensorKind:
         if tensor.device.type != "cpu":
             raise invalid(f"{name} must live in CPU memory, got a torch tensor on "
                           f"{tensor.device}")
+        if tensor.is_nested:
+            raise invalid(f"{name} must be a dense (strided) tensor, got a nested tensor")
         if tensor.layout != torch.strided:
             raise invalid(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
         if tensor.requires_grad:

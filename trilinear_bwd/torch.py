@@ -40,12 +40,14 @@ import math
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Optional
+from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
 import torch.nn.functional as F
 from torch._C import DispatchKey
+from torch.overrides import handle_torch_function
+from torch.overrides import has_torch_function_unary as _has_torch_function_unary
 
 from . import _dispatch, _fork, _native, _torch_compile, _torch_fast
 from ._api import run_checked
@@ -55,7 +57,7 @@ from ._coerce import as_scale
 from ._executor import _fork_safe_threads, moved_bytes, scratch_workspace, team_size
 from ._operator import BACKWARD, FORWARD, MAX_DIM, check
 from ._plan import planned
-from ._status import InvalidArgumentError, NullArgumentError
+from ._status import InvalidArgumentError, LimitError, NullArgumentError
 from ._torch_arrays import new_tensor, tensor_view
 
 __all__ = [
@@ -205,8 +207,10 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
         The forward's scale factors, as ``F.interpolate`` passes them (None
         when the forward was given a size).
     memory_format : torch.memory_format, optional
-        Layout of the result; by default the one PyTorch's kernel picks
-        (channels-last-3d when ``grad_output`` is channels-last-3d).
+        Layout of the result: ``torch.contiguous_format`` or
+        ``torch.channels_last_3d``; None or ``torch.preserve_format`` (the
+        default) the one PyTorch's kernel picks (channels-last-3d when
+        ``grad_output`` is channels-last-3d).
     num_threads : int, optional
         OpenMP threads; None follows ``torch.set_num_threads`` /
         ``OMP_NUM_THREADS`` / ``threadpoolctl`` (see the threads guide).
@@ -221,8 +225,9 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
     ------
     AclnnError
         (161001 / 161002) for arguments that break the operator contract,
-        including a ``grad_output`` on a non-CPU device and a dimension
-        above 2**20; checked before anything is allocated.
+        including a ``grad_output`` on a non-CPU device, a sparse, mkldnn
+        or nested one, a dimension above 2**20 and a ``memory_format`` other
+        than those above; checked before anything is allocated.
 
     Examples
     --------
@@ -242,8 +247,19 @@ def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_co
         raise InvalidArgumentError(
             f"gradOut must live in CPU memory, got a torch tensor on {grad_output.device}"
         )
-    if memory_format is None:
+    if grad_output.is_nested or grad_output.layout != torch.strided:
+        # Before anything asks a nested tensor for its sizes (PyTorch raises
+        # an internal error there).
+        raise InvalidArgumentError(
+            "gradOut must be a dense (strided) tensor, got "
+            + ("a nested tensor" if grad_output.is_nested else f"layout {grad_output.layout}"))
+    if memory_format is None or memory_format is torch.preserve_format:
         memory_format = _memory_format(grad_output)
+    elif memory_format is not torch.contiguous_format and memory_format is not (
+            torch.channels_last_3d):
+        raise InvalidArgumentError(
+            "memory_format must be None, torch.preserve_format, torch.contiguous_format or "
+            f"torch.channels_last_3d, got {memory_format!r}")
     key = _plain_key(grad_output, output_size, input_size, align_corners,
                      (scales_d, scales_h, scales_w), memory_format, num_threads)
     geometry = _geometries.get(key) if key is not None else None
@@ -334,10 +350,19 @@ _key_included = torch._C._dispatch_tls_is_dispatch_key_included
 _function_mode_on = torch._C._is_torch_function_mode_enabled
 
 
+# torch.jit.is_tracing() without its Python frame (it calls this).
+_is_tracing = getattr(torch._C, "_is_tracing", None) or torch.jit.is_tracing
+
+
+def _recording():
+    """True while ``torch.compile`` or ``torch.jit.trace`` records the calls made."""
+    return torch.compiler.is_compiling() or _is_tracing()
+
+
 def _straight(tensor):
     """True if the dispatcher would hand ``tensor`` to the CPU kernel unchanged."""
-    # The tracer's test first: dynamo reads it as True and traces none of the rest.
-    return (not torch.compiler.is_compiling()
+    # The compiler's test first: dynamo reads it as True and traces none of the rest.
+    return (not torch.compiler.is_compiling() and not _is_tracing()
             and not torch._C._are_functorch_transforms_active()
             and type(tensor) in _PLAIN_TYPES and _dispatch_keys(tensor) == _PLAIN_KEYS
             and not _key_included(DispatchKey.Python)
@@ -503,7 +528,7 @@ class UpsampleTrilinear3d(torch.autograd.Function):
     @staticmethod
     def forward(x, output_size, align_corners, scales):
         if _straight(x):
-            return _forward_or_fallback(x, output_size, align_corners, *scales)
+            return _forward_kernel(x, output_size, align_corners, *scales)
         return _forward_op(x, output_size, align_corners, *scales)
 
     @staticmethod
@@ -516,8 +541,8 @@ class UpsampleTrilinear3d(torch.autograd.Function):
     def backward(ctx, grad_output):
         if not torch.is_grad_enabled() and not _is_dual(grad_output) and _straight(grad_output):
             # No graph to record (no create_graph, no tangent): the kernel alone.
-            grad_input = _kernel_or_fallback(grad_output, ctx.output_size, ctx.input_size,
-                                             ctx.align_corners, *ctx.scales)
+            grad_input = _backward_kernel(grad_output, ctx.output_size, ctx.input_size,
+                                          ctx.align_corners, *ctx.scales)
         else:
             grad_input = _apply(_UpsampleTrilinear3dBackward, grad_output, ctx.output_size,
                                 ctx.input_size, ctx.align_corners, ctx.scales)
@@ -578,8 +603,8 @@ class _UpsampleTrilinear3dBackward(torch.autograd.Function):
     @staticmethod
     def forward(grad_output, output_size, input_size, align_corners, scales):
         if _straight(grad_output):
-            return _kernel_or_fallback(grad_output, output_size, input_size, align_corners,
-                                       *scales)
+            return _backward_kernel(grad_output, output_size, input_size, align_corners,
+                                    *scales)
         return _backward_op(grad_output, output_size, input_size, align_corners, *scales)
 
     @staticmethod
@@ -710,8 +735,36 @@ def _no_capture_in_child():
     _capturing = 0
 
 
-def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
-                         recompute_scale_factor=None):
+def _scripted_arguments(x: torch.Tensor, size: Optional[Union[int, List[int]]],
+                        scale_factor: Optional[Union[float, List[float]]],
+                        recompute_scale_factor: Optional[bool]
+                        ) -> Tuple[List[int], Optional[float], Optional[float], Optional[float]]:
+    """F.interpolate's output size and scales, in TorchScript (``upsample_trilinear3d`` scripted)."""
+    if x.dim() != 5:
+        raise ValueError("upsample_trilinear3d: x must be 5-D (N, C, D, H, W)")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("upsample_trilinear3d: give exactly one of size and scale_factor")
+    if size is not None:
+        if isinstance(size, int):
+            return [size, size, size], None, None, None
+        return size, None, None, None
+    factors: List[float] = []
+    if isinstance(scale_factor, float):
+        factors = [scale_factor, scale_factor, scale_factor]
+    elif scale_factor is not None:
+        factors = scale_factor
+    if len(factors) != 3:
+        raise ValueError("upsample_trilinear3d: scale_factor must be a float or 3 floats")
+    output_size = [int(math.floor(float(x.size(i + 2)) * factors[i])) for i in range(3)]
+    if recompute_scale_factor is not None and recompute_scale_factor:
+        return output_size, None, None, None
+    return output_size, factors[0], factors[1], factors[2]
+
+
+def upsample_trilinear3d(x: torch.Tensor, size: Optional[Union[int, List[int]]] = None,
+                         scale_factor: Optional[Union[float, List[float]]] = None,
+                         align_corners: Optional[bool] = False,
+                         recompute_scale_factor: Optional[bool] = None) -> torch.Tensor:
     """Differentiable trilinear upsampling, forward and backward by this library.
 
     Computes ``F.interpolate(x, size, scale_factor, mode="trilinear",
@@ -756,6 +809,20 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
     torch.Size([2, 4, 16, 16, 16])
     >>> y.square().mean().backward()
     """
+    if torch.jit.is_scripting():
+        # All TorchScript compiles of this function (it skips the rest):
+        # F.interpolate's sizes and scales, then the operator.
+        output_size, scales_d, scales_h, scales_w = _scripted_arguments(
+            x, size, scale_factor, recompute_scale_factor)
+        return torch.ops.trilinear_bwd.upsample_trilinear3d(
+            x, output_size, align_corners is not None and align_corners, scales_d, scales_h,
+            scales_w)
+    if _has_torch_function_unary(x):
+        # As F.interpolate: a __torch_function__ subclass or mode, or
+        # torch.fx's Proxy (which records this function as one call).
+        return handle_torch_function(upsample_trilinear3d, (x,), x, size=size,
+                                     scale_factor=scale_factor, align_corners=align_corners,
+                                     recompute_scale_factor=recompute_scale_factor)
     if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
         # Other devices (and whatever is not a tensor): PyTorch's own.
         return F.interpolate(x, size=size, scale_factor=scale_factor, mode="trilinear",
@@ -763,12 +830,17 @@ def upsample_trilinear3d(x, size=None, scale_factor=None, align_corners=False,
                              recompute_scale_factor=recompute_scale_factor)
     output_size, align_corners, scales = _interpolate_arguments(
         x, size, scale_factor, align_corners, recompute_scale_factor)
+    if _recording():
+        # A compiler or the JIT tracer records the call: the operator, one
+        # node with its own autograd and vmap rules (dynamo cannot trace the
+        # autograd Function's custom jvp).
+        return _forward_op(x, output_size, align_corners, *scales)
     if not ((x.requires_grad and torch.is_grad_enabled()) or _is_dual(x)
-            or torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling()):
+            or torch._C._are_functorch_transforms_active()):
         # Nothing to differentiate: the kernel alone, or the operator (the
         # autograd Function would cost more than a small call's kernel).
         if _straight(x):
-            return _forward_or_fallback(x, output_size, align_corners, *scales)
+            return _forward_kernel(x, output_size, align_corners, *scales)
         return _forward_op(x, output_size, align_corners, *scales)
     return _apply(UpsampleTrilinear3d, x, output_size, align_corners, scales)
 
@@ -894,14 +966,16 @@ def _remember(key, value):
     if len(_geometries) >= GEOMETRY_CACHE_SIZE:
         _geometries.clear()       # a new working set: rebuilt call by call
     _geometries[key] = value
-    # The fast path's last hits hold only what _geometries holds.
+    # The fast paths' last hits hold only what _geometries holds.
     _fast.forget()
+    _strict.forget()
 
 
 def _forget_geometries():
     """Forget every remembered geometry: the next call of each goes the careful way."""
     _geometries.clear()
     _fast.forget()
+    _strict.forget()
 
 
 def _is_lazy(tensor):
@@ -909,15 +983,19 @@ def _is_lazy(tensor):
     return tensor.is_neg() or tensor.is_conj() or tensor._is_zerotensor()
 
 
-def _kernel_or_fallback_cold(key, found, grad_output, output_size, input_size, align_corners,
-                             scales_d, scales_h, scales_w):
-    """The backward where the fast path (:data:`_fast`) cannot finish a call.
+def _kernel_or_fallback_cold(fallback, key, found, grad_output, output_size, input_size,
+                             align_corners, scales_d, scales_h, scales_w):
+    """The backward where the fast path cannot finish a call.
 
-    ``found`` is what the look-up of ``key`` found: a refused geometry goes
-    to PyTorch's kernel; a first call (or one whose addresses its geometry
-    cannot take) goes the careful way, which remembers the geometry.
+    ``found`` is what the look-up of ``key`` found.  A first call (or one
+    whose addresses its geometry cannot take) goes the careful way, which
+    remembers the geometry.  A geometry the contract refuses goes to
+    PyTorch's kernel, which computes it or raises its own error; only a
+    size past the contract's limits is refused with its 161002 instead when
+    ``fallback`` is False (the drop-in's kernels, which allocate nothing
+    PyTorch would try to; ``enable()``'s take every call PyTorch takes).
     """
-    if found is _REFUSED:
+    if found is _REFUSED and fallback:
         _calls["fallback"] += 1
         return _pytorch_kernel(grad_output, output_size, input_size, align_corners,
                                scales_d, scales_h, scales_w)
@@ -925,7 +1003,9 @@ def _kernel_or_fallback_cold(key, found, grad_output, output_size, input_size, a
         grad_input = _run(grad_output, output_size, input_size, align_corners,
                           _scales(scales_d, scales_h, scales_w),
                           _memory_format(grad_output), None, key)
-    except (InvalidArgumentError, NullArgumentError):
+    except (InvalidArgumentError, NullArgumentError) as refusal:
+        if isinstance(refusal, LimitError) and not fallback:
+            raise
         # Calls PyTorch accepts but this library's contract does not (explicit
         # scales inconsistent with the sizes, sizes past the contract's
         # limits) get PyTorch's own kernel, through the out= overload, which
@@ -974,18 +1054,21 @@ def _pytorch_kernel(grad_output, output_size, input_size, align_corners, scales_
                          scales_h, scales_w, grad_input=grad_input)
 
 
-def _forward_cold(key, found, x, output_size, align_corners, scales_d, scales_h, scales_w):
-    """The forward where the fast path (:data:`_fast`) cannot finish a call.
+def _forward_cold(fallback, key, found, x, output_size, align_corners, scales_d, scales_h,
+                  scales_w):
+    """The forward where the fast path cannot finish a call.
 
     As :func:`_kernel_or_fallback_cold`, for ``aten::upsample_trilinear3d``.
     """
-    if found is _REFUSED:
+    if found is _REFUSED and fallback:
         _calls["forward_fallback"] += 1
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
     try:
         out = _run_forward(x, output_size, align_corners,
                            _scales(scales_d, scales_h, scales_w), None, key)
-    except (InvalidArgumentError, NullArgumentError):
+    except (InvalidArgumentError, NullArgumentError) as refusal:
+        if isinstance(refusal, LimitError) and not fallback:
+            raise
         _calls["forward_fallback"] += 1
         return _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w)
     _calls["forward"] += 1
@@ -993,12 +1076,19 @@ def _forward_cold(key, found, x, output_size, align_corners, scales_d, scales_h,
 
 
 # The CPU kernels as the operators' arguments take them: this library's
-# kernel (the remembered geometry, or the cold paths above); PyTorch's for
-# the calls this library's contract refuses.
+# kernel (the remembered geometry, or the cold paths above).  enable()'s
+# hand the calls this library's contract refuses to PyTorch's kernel; the
+# drop-in's (``_strict``) refuse them.
 _fast = _torch_fast.FastPath(_geometries, _calls, _native.effective_n_threads,
-                             _dispatch.kernel_module, _forward_cold, _kernel_or_fallback_cold)
+                             _dispatch.kernel_module, functools.partial(_forward_cold, True),
+                             functools.partial(_kernel_or_fallback_cold, True))
+_strict = _torch_fast.FastPath(_geometries, _calls, _native.effective_n_threads,
+                               _dispatch.kernel_module, functools.partial(_forward_cold, False),
+                               functools.partial(_kernel_or_fallback_cold, False))
 _forward_or_fallback = _fast.forward
 _kernel_or_fallback = _fast.backward
+_forward_kernel = _strict.forward
+_backward_kernel = _strict.backward
 
 
 def _pytorch_forward(x, output_size, align_corners, scales_d, scales_h, scales_w):
@@ -1048,10 +1138,10 @@ def _aten_kernel(grad_output, output_size, input_size, align_corners, scales_d=N
 # The drop-in's pair: this library's kernels whatever the switch says.
 _forward_formula, _backward_formula = _adjoints("upsample_trilinear3d",
                                                 "upsample_trilinear3d_backward")
-_forward_op = _define("upsample_trilinear3d", _FORWARD_SCHEMA, _forward_or_fallback,
+_forward_op = _define("upsample_trilinear3d", _FORWARD_SCHEMA, _forward_kernel,
                       torch.ops.aten.upsample_trilinear3d, _forward_op_fake, _forward_formula,
                       _forward_op_setup)
-_backward_op = _define("upsample_trilinear3d_backward", _BACKWARD_SCHEMA, _kernel_or_fallback,
+_backward_op = _define("upsample_trilinear3d_backward", _BACKWARD_SCHEMA, _backward_kernel,
                        torch.ops.aten.upsample_trilinear3d_backward, _backward_op_fake,
                        _backward_formula, _backward_op_setup)
 torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d", _forward_op_vmap)
