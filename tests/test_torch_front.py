@@ -13,7 +13,8 @@ F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import _api, _pool, _torch_arrays  # noqa: E402
+from trilinear_bwd import _api, _pool  # noqa: E402
+from trilinear_bwd.torch import _arrays as _torch_arrays, _cache  # noqa: E402
 from trilinear_bwd._status import InvalidArgumentError  # noqa: E402
 from _hardening import UNDER_SANITIZER  # noqa: E402
 
@@ -48,9 +49,9 @@ def no_allocation(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work done before the contract's checks")
 
-    for owner, name in ((_torch_arrays, "new_tensor"), (tbt, "new_tensor"),
+    for owner, name in ((_torch_arrays, "new_tensor"), (_cache, "new_tensor"),
                         (_api, "_new_output"), (_pool, "empty"), (_api, "run_once"),
-                        (tbt, "run_checked"), (_api, "run_checked")):
+                        (_cache, "run_once")):
         monkeypatch.setattr(owner, name, refuse)
 
 
@@ -122,15 +123,16 @@ def test_forward_limits_are_161002_before_any_work(no_allocation, front, case):
 
 @pytest.mark.parametrize("op", ["forward", "backward"])
 def test_the_kernels_own_entries_check_before_any_work(no_allocation, op):
-    # The registered kernels' library half (_run / _run_forward) refuses with
-    # 161002 before allocating; the operators then fall back to PyTorch's.
+    # The registered kernels' library half (_cache.run) refuses with 161002
+    # before allocating; enable()'s operators then fall back to PyTorch's.
     if op == "forward":
         with pytest.raises(InvalidArgumentError):
-            tbt._run_forward(_huge((1, 1, 2, 2, 2)), (2, 2, BIG), False, (0.0, 0.0, 0.0))
+            _cache.run(_huge((1, 1, 2, 2, 2)), (2, 2, BIG), None, False, (0.0, 0.0, 0.0),
+                       torch.contiguous_format, None)
     else:
         with pytest.raises(InvalidArgumentError):
-            tbt._run(_huge((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, BIG, 2), False,
-                     (0.0, 0.0, 0.0), torch.contiguous_format, None)
+            _cache.run(_huge((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, BIG, 2), False,
+                       (0.0, 0.0, 0.0), torch.contiguous_format, None)
 
 
 # Sizes PyTorch itself refuses (its RuntimeError, before allocating) and sizes
@@ -461,7 +463,7 @@ def test_compile_backends_served_as_documented(restore_pytorch_kernel, front, ba
     else:
         def fn(v):
             return tbt.upsample_trilinear3d(v, scale_factor=2)
-    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (_torch_compile.PYTORCH_BELOW)
+    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (torch._compile.PYTORCH_BELOW)
     g = torch.randn(2, 4, 10, 10, 10)
     x_ref = x0.clone().requires_grad_()
     F.interpolate(x_ref, scale_factor=2, mode="trilinear").backward(g)

@@ -23,9 +23,8 @@ import numpy as np
 import torch
 from torch.autograd.graph import increment_version
 
-from . import _arrays, _fork
-from ._coerce import invalid
-from ._status import ExecutionError, InternalError
+from .. import _arrays, _fork
+from .._status import ExecutionError, InternalError, InvalidArgumentError
 
 _TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 
@@ -79,11 +78,11 @@ def _address(tensor, name):
                 warnings.simplefilter("ignore")
                 address = tensor.data_ptr()
         except Exception as exc:  # noqa: BLE001
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name} ({type(tensor).__name__}) has no memory that can be read: {exc}"
             ) from None
     if address == 0 and tensor.numel():
-        raise invalid(
+        raise InvalidArgumentError(
             f"{name} ({type(tensor).__name__}) has no memory (its data pointer is null): "
             "a fake, meta or zero tensor cannot be read or written in place"
         )
@@ -196,44 +195,44 @@ class TensorKind:
         tensor has none).
         """
         if tensor.device.type != "cpu":
-            raise invalid(f"{name} must live in CPU memory, got a torch tensor on "
+            raise InvalidArgumentError(f"{name} must live in CPU memory, got a torch tensor on "
                           f"{tensor.device}")
         if tensor.is_nested:
-            raise invalid(f"{name} must be a dense (strided) tensor, got a nested tensor")
+            raise InvalidArgumentError(f"{name} must be a dense (strided) tensor, got a nested tensor")
         if tensor.layout != torch.strided:
-            raise invalid(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+            raise InvalidArgumentError(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
         if tensor.requires_grad:
             if written and torch.is_grad_enabled():
                 # PyTorch's own rule for out= tensors: writing into a tensor that
                 # autograd tracks would silently corrupt its graph.
-                raise invalid(
+                raise InvalidArgumentError(
                     f"{name} is written in place and must not require grad while grad mode "
                     "is enabled; pass tensor.detach() or call under torch.no_grad()"
                 )
             tensor = tensor.detach()
         if tensor.is_neg() or tensor.is_conj():
             bit = "negative" if tensor.is_neg() else "conjugate"
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name} is a torch tensor with the {bit} bit set (a lazy view whose values "
                 f"differ from its memory, which DLPack cannot carry); pass "
                 f"tensor.resolve_{'neg' if bit == 'negative' else 'conj'}() instead"
             )
         if written and tensor.is_inference() and not torch.is_inference_mode_enabled():
             # PyTorch refuses in-place updates of inference tensors outside it.
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name} is an inference tensor, which may be written only inside "
                 "torch.inference_mode(); pass a normal tensor (tensor.clone())"
             )
         dtype_name = str(tensor.dtype).rpartition(".")[2]
         if tensor._is_zerotensor():
             if written:
-                raise invalid(f"{name} is a torch zero tensor, which has no memory to write into")
+                raise InvalidArgumentError(f"{name} is a torch zero tensor, which has no memory to write into")
             if dtype_name == "bfloat16":
                 dtype = _bfloat16()
             elif dtype_name in _TORCH_TO_NUMPY:
                 dtype = _TORCH_TO_NUMPY[dtype_name]
             else:
-                raise invalid(f"{name} dtype must be {_arrays.DTYPE_NAMES}, got {tensor.dtype}")
+                raise InvalidArgumentError(f"{name} dtype must be {_arrays.DTYPE_NAMES}, got {tensor.dtype}")
             return np.broadcast_to(np.zeros((), dtype), tuple(tensor.shape))
         address = _address(tensor, name)
         what = f" (a torch.{dtype_name} tensor)"
@@ -244,7 +243,7 @@ class TensorKind:
         else:
             arr = _arrays.from_dlpack(tensor, name, what)
         if arr.size and arr.ctypes.data != address:
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name}{what} could not be imported in place: DLPack handed over other "
                 "memory than the tensor's (a tensor subclass without real storage?)"
             )
