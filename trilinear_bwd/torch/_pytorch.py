@@ -91,19 +91,9 @@ _backward_out = getattr(torch.ops.aten.upsample_trilinear3d_backward.grad_input,
 def kernel(tensor, output_size, input_size, align_corners, scales_d, scales_h, scales_w):
     """PyTorch's own CPU kernel of either operator, through its ``out=`` overload.
 
-    Parameters
-    ----------
-    tensor : torch.Tensor
-        The forward's ``x`` or the backward's ``grad_output``.
-    output_size : sequence of 3 int
-    input_size : sequence of 5 int or None
-        The backward's; None for the forward.
-    align_corners : bool
-    scales_d, scales_h, scales_w : float or None
-
-    Returns
-    -------
-    torch.Tensor
+    The arguments are aten's (``tensor`` the forward's ``x`` or the
+    backward's ``grad_output``), with ``input_size`` None for the forward;
+    returns PyTorch's result, or raises PyTorch's error.
     """
     if input_size is not None:
         grad_input = _result(tensor, tuple(input_size))
