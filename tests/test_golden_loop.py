@@ -241,7 +241,7 @@ def test_a_failing_case_shows_its_figures_and_worst_elements(two_cases, tmp_path
         for k, name in enumerate(("MARE", "MERE", "RMSE", "small-value errors")):
             assert table[1 + k].startswith(f"      {name} ")
             assert len(table[1 + k].split()) == 4 + len(name.split())
-    worst_at = next(k for k, x in enumerate(table) if x.startswith("      worst elements by "))
+    worst_at = next(k for k, x in enumerate(table) if x.startswith("      worst elements (a "))
     header, first = table[worst_at + 1].strip(), table[worst_at + 2].strip()
     assert header.startswith("(N, C, D, H, W)  file element") and "rel. error" in header
     assert first.startswith("(0, 1, 2, 3, 4) ")
@@ -292,7 +292,7 @@ def test_more_failing_cases_than_details_get_one_line_each(two_cases, tmp_path):
     fails = [x for x in lines if x.startswith("  FAIL ")]
     assert len(fails) == 3
     assert lines[-1].startswith("  (figures and worst elements shown for the first 1 failing")
-    assert sum(x.startswith("      worst elements by") for x in lines) == 1
+    assert sum(x.startswith("      worst elements (") for x in lines) == 1
 
 
 def test_worst_elements_by_the_standard_figure():
@@ -511,6 +511,9 @@ def test_read_case_and_write_result_close_the_loop(tmp_path, op):
         assert run(aclnn.aclrtMalloc(size), size, ex, None) == 0
         path = golden.write_result(npu, case, out)
         assert path == os.path.join(npu, f"{entry['id']}.actual.bin")
+        back = golden.read_result(npu, case)
+        assert back.shape == case.result_shape and np.array_equal(_bits(back), _bits(out))
+        assert back.strides == out.strides      # the case's layout, as written
     report = golden.compare(d, npu, standard="mixed")
     assert report.passed and len(report.cases) == 4
     assert not [n for n in os.listdir(npu) if n.startswith(".")]

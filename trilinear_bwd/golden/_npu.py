@@ -149,6 +149,34 @@ def _as_numpy(result):
     return np.asarray(result)
 
 
+def _fields(case):
+    """``case``'s id, dtype, format and result shape (an :class:`NpuCase` or a manifest entry)."""
+    get = case.__getitem__ if isinstance(case, dict) else lambda k: getattr(case, k)
+    return get("id"), get("dtype"), get("format"), tuple(get("result_shape"))
+
+
+def read_result(actual, case):
+    """Read a case's result back from ``actual/<id>.actual.bin`` (logical NCDHW, the case's dtype and layout).
+
+    Parameters
+    ----------
+    actual : str or os.PathLike
+    case : NpuCase or dict
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    GoldenFileError
+        The file is missing or of the wrong size.
+    """
+    ident, dtype, fmt, shape = _fields(case)
+    return read_array(os.path.join(actual, actual_name({"id": ident})), dtype, shape, fmt,
+                      f"case {ident}")
+
+
 def write_result(actual, case, result):
     """Write a case's result as ``actual/<id>.actual.bin``, where :func:`compare` reads it.
 
@@ -175,9 +203,7 @@ def write_result(actual, case, result):
     GoldenFileError
         The file cannot be written (nothing half-written is left).
     """
-    get = case.__getitem__ if isinstance(case, dict) else lambda k: getattr(case, k)
-    ident, dtype, fmt = get("id"), get("dtype"), get("format")
-    shape = tuple(get("result_shape"))
+    ident, dtype, fmt, shape = _fields(case)
     data = _as_numpy(result)
     if tuple(data.shape) != shape:
         raise GoldenError(f"case {ident}: the result's shape must be {shape} (N, C, D, H, W), "

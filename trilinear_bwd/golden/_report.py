@@ -155,17 +155,20 @@ class Report:
         worst = c.get("worst") or []
         if not worst:
             return []
-        by = {"commercial": f"relative error, |golden| >= 2^{int(math.log2(SMALL_VALUE[c['dtype']][0]))}"
-                            f" (the range MARE, MERE and RMSE cover)",
-              "experimental": "relative error",
-              "mixed": "|error| / max(limit, 32 ulp)"}[self.standard]
+        name = c["dtype"]
+        by = {"commercial": f"by relative error where |golden| >= "
+                            f"2^{int(math.log2(SMALL_VALUE[name][0]))}, the range MARE, MERE and "
+                            f"RMSE cover",
+              "experimental": "by relative error",
+              "mixed": f"by |error| / max({ABS_ERROR_LIMIT[name]:g}, 32 ulp)"}[self.standard]
         rows = [("(N, C, D, H, W)", "file element", "actual", "golden", "rel. error")
                 + (("third party",) if "third_party" in worst[0] else ())]
         for w in worst:
             rows.append((str(tuple(w["index"])), str(w["element"]), _g(w["actual"], 7),
                          _g(w["golden"], 9), f"{w['relative_error']:.3e}")
                         + ((_g(w["third_party"], 7),) if "third_party" in w else ()))
-        return [f"      worst elements by {by}, special values first:"] + _table(rows, "        ")
+        return [f"      worst elements (a wrong NaN/Inf first, then {by}):"] + \
+            _table(rows, "        ")
 
 
 def _jsonable(value):
