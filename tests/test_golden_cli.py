@@ -338,3 +338,47 @@ def test_in_a_process_of_its_own(good, tmp_path):
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == (1 if status else 0)
 
+
+
+@pytest.mark.parametrize("flag", ["--json", "--plot"])
+@pytest.mark.parametrize("where", ["manifest", "golden", "actual"])
+def test_a_report_never_overwrites_the_set_or_its_results(good, tmp_path, capsys, flag, where):
+    d, a, manifest = good
+    copy, results = tmp_path / "set", tmp_path / "actual"
+    shutil.copytree(d, copy)
+    shutil.copytree(a, results)
+    target = {"manifest": copy / "manifest.json", "golden": copy / "c00000.golden.bin",
+              "actual": results / "c00000.actual.bin"}[where]
+    before = target.read_bytes()
+    status, out, err = _run(["compare", copy, "--actual", results, "--reference", results,
+                             flag, target, "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    _one_error_line(err, "compare", f"{flag} {target}: a file of the set or of its results")
+    assert target.read_bytes() == before
+
+
+def test_json_and_plot_on_one_file(good, tmp_path, capsys):
+    d, a, _ = good
+    path = tmp_path / "r"
+    status, _, err = _run(["compare", d, "--actual", a, "--reference", a, "--json", path,
+                           "--plot", path, "--no-progress"], capsys)
+    assert status == 2
+    _one_error_line(err, "compare", f"--json, --plot {path}: the same file for both")
+
+
+def test_a_case_the_third_party_refuses_is_exit_2(good, capsys, monkeypatch):
+    from trilinear_bwd.golden import _compare
+
+    def refuses(case, x):
+        raise RuntimeError("Input and output sizes should be greater than 0\nmore")
+
+    monkeypatch.setattr(_compare, "torch_result", refuses)
+    monkeypatch.setattr(_compare.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setitem(sys.modules, "torch", type(sys)("torch"))
+    sys.modules["torch"].__version__ = "0"
+    d, a, _ = good
+    status, out, err = _run(["compare", d, "--actual", a, "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    _one_error_line(err, "compare", "case c00000: the third party (PyTorch's CPU kernel) "
+                    "refuses the case: Input and output sizes should be greater than 0; pass "
+                    "--reference RDIR")

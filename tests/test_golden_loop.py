@@ -23,6 +23,9 @@ from trilinear_bwd.__main__ import main
 from trilinear_bwd._status import InvalidArgumentError
 from trilinear_bwd.golden import _cases, _files, _report, _standards
 
+# Every dtype and format with the special cases (empty, sizes 1, NaN/Inf): 36 + 57 cases.
+from test_golden import generated  # noqa: F401  (a fixture)
+
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 PROG = "python -m trilinear_bwd golden"
 GOLDEN_DIR = pathlib.Path(golden.__file__).parent
@@ -155,17 +158,8 @@ def test_given_cases_api_names_its_arguments():
 # ------------------------------------------------------------ 2. goldens in the case's dtype
 
 
-@pytest.fixture(scope="module")
-def small_set(tmp_path_factory):
-    """Every dtype and format with the special cases (empty, sizes 1, NaN/Inf): 36 + 57 cases."""
-    root = tmp_path_factory.mktemp("loop")
-    d, a = root / "set", root / "actual"
-    manifest = golden.generate(d, cases=36, seed=2, actual=a)
-    return d, a, manifest
-
-
-def test_golden_in_the_case_dtype_beside_the_float64_one(small_set):
-    d, _, manifest = small_set
+def test_golden_in_the_case_dtype_beside_the_float64_one(generated):
+    d, _, manifest = generated
     for c in manifest["cases"]:
         assert c["golden_in_dtype"] == f"{c['id']}.golden.{c['dtype']}.bin"
         dtype = _cases.numpy_dtype(c["dtype"])
@@ -179,8 +173,8 @@ def test_golden_in_the_case_dtype_beside_the_float64_one(small_set):
         assert np.array_equal(_bits(flat), _bits(_files.to_file_order(rounded, c["format"])).ravel())
 
 
-def test_a_short_golden_in_dtype_is_a_named_file_error(small_set, tmp_path, capsys):
-    d, a, manifest = small_set
+def test_a_short_golden_in_dtype_is_a_named_file_error(generated, tmp_path, capsys):
+    d, a, manifest = generated
     copy = tmp_path / "set"
     shutil.copytree(d, copy)
     case = manifest["cases"][5]
@@ -325,8 +319,8 @@ def test_worst_elements_by_the_standard_figure():
 # ------------------------------------------------------------ 4. every bad file, then stop
 
 
-def test_every_bad_file_is_reported_then_nothing_judged(small_set, tmp_path, capsys):
-    d, a, manifest = small_set
+def test_every_bad_file_is_reported_then_nothing_judged(generated, tmp_path, capsys):
+    d, a, manifest = generated
     copy = tmp_path / "a"
     shutil.copytree(a, copy)
     ids = [c["id"] for c in manifest["cases"][:3]]
@@ -464,8 +458,8 @@ def test_replace_needs_a_readable_old_manifest_and_keeps_unlisted_files(tmp_path
     assert (d / "c00007.input.bin").exists()
 
 
-def test_generate_api_refuses_a_non_empty_folder(small_set):
-    d, _, _ = small_set
+def test_generate_api_refuses_a_non_empty_folder(generated):
+    d, _, _ = generated
     with pytest.raises(golden.GoldenFileError, match="not empty .*replace=True replaces it"):
         golden.generate(d, cases=1)
 
@@ -534,8 +528,8 @@ def test_read_case_applies_canns_scale_rule(tmp_path, scales, align, used):
     assert golden.read_case(d, entry).scales == used
 
 
-def test_read_case_and_write_result_refuse_by_name(small_set, tmp_path):
-    d, _, manifest = small_set
+def test_read_case_and_write_result_refuse_by_name(generated, tmp_path):
+    d, _, manifest = generated
     entry = dict(manifest["cases"][0])
     with pytest.raises(golden.GoldenFileError, match="no case 'c99999'"):
         golden.read_case(d, "c99999")
@@ -637,3 +631,33 @@ def test_doctests_of_the_workbench(name):
     module = importlib.import_module(f"trilinear_bwd.golden{'' if name == '__init__' else '.' + name}")
     result = doctest.testmod(module)
     assert result.failed == 0
+
+
+# ------------------------------------------------------------ nothing half-written
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device", "x.bin"),
+                                     KeyboardInterrupt()])
+def test_a_generation_that_fails_midway_leaves_nothing(tmp_path, capsys, monkeypatch, failure):
+    from trilinear_bwd.golden import _generate
+
+    real, calls = _generate.write_array, []
+
+    def fails_on_the_fifth(path, array, fmt):
+        calls.append(path)
+        if len(calls) == 5:
+            raise failure
+        real(path, array, fmt)
+
+    monkeypatch.setattr(_generate, "write_array", fails_on_the_fifth)
+    d, a = tmp_path / "deep" / "g", tmp_path / "a"
+    argv = ["generate", d, "--cases", "3", "--no-special", "--write-actual", a, "--no-progress"]
+    if isinstance(failure, KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt):
+            _run(argv, capsys)
+    else:
+        status, out, err = _run(argv, capsys)
+        assert status == 2 and out == ""
+        assert err.strip() == (f"{PROG} generate: error: x.bin: cannot be written (No space left "
+                               f"on device); nothing of the new set was kept")
+    assert len(calls) == 5 and os.listdir(tmp_path) == []

@@ -176,6 +176,19 @@ def _paths_checked(checks):
         raise GoldenError(problems)
 
 
+def _refuse(problem):
+    raise GoldenError(problem)
+
+
+def _not_a_set_file(path, flag, folders):
+    """Refuse an output that would overwrite a set's manifest or one of its (or the results') files."""
+    folder, name = os.path.split(os.path.realpath(path))
+    if (name == "manifest.json" or name.endswith(".bin")) and any(
+            os.path.realpath(f) == folder for f in folders):
+        raise GoldenError(f"{flag} {path}: a file of the set or of its results; give another "
+                          f"path")
+
+
 # Options of cases from the command line, which need --input-size.
 _GIVEN = (("output_size", "--output-size"), ("formats", "--format"),
           ("align_corners", "--align-corners"), ("scales", "--scales"), ("values", "--values"))
@@ -268,8 +281,13 @@ def _compare(args, note):
     if reference is not None:
         checks.append((input_dir, reference, "--reference",
                        " (the third party's results, <id>.actual.bin)"))
-    checks += [(output_file, path, flag) for path, flag in ((args.json, "--json"),
-                                                             (args.plot, "--plot")) if path]
+    outputs = [(path, flag) for path, flag in ((args.json, "--json"), (args.plot, "--plot"))
+               if path]
+    checks += [(output_file, path, flag) for path, flag in outputs]
+    folders = [args.directory, args.actual] + ([reference] if reference else [])
+    checks += [(_not_a_set_file, path, flag, folders) for path, flag in outputs]
+    if len(outputs) == 2 and os.path.realpath(args.json) == os.path.realpath(args.plot):
+        checks.append((_refuse, f"--json, --plot {args.plot}: the same file for both"))
     _paths_checked(checks)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise GoldenError("--plot needs matplotlib: pip install 'trilinear_bwd[golden]'")

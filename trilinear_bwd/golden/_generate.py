@@ -219,36 +219,68 @@ def write_set(directory, op="backward", level="L0", dtypes=None, cases=None, see
                                                 f"{max_elements}" if skipped else ""))
     problems = []
     for k, case in enumerate(chosen):
-        problems += check_case(case, f"case c{k:05d}", entry=False)
+        label = f"case c{k:05d}" + (f" (ATK case {case['rule']['atk_id']})"
+                                    if "atk_id" in case["rule"] else "")
+        problems += check_case(case, label, entry=False)
     if problems:
         raise GoldenError(problems)
     notes = _clear(directory, actual, held, held_actual) if held or held_actual else []
-    os.makedirs(directory, exist_ok=True)
-    if actual is not None:
-        os.makedirs(actual, exist_ok=True)
-    bar = _progress("generate", len(chosen), progress)
-    entries = []
+    manifest = {"manifest_version": MANIFEST_VERSION, "tool": "trilinear_bwd.golden",
+                "version": __version__, "op": op, "source": source,
+                "golden_dtype": GOLDEN_DTYPE, "byte_order": BYTE_ORDER, "result_elements": 0,
+                "cases": [], "skipped": skipped}
+    written = []
+    try:
+        _write(directory, actual, chosen, manifest, written,
+               _progress("generate", len(chosen), progress))
+    except BaseException as exc:
+        # Nothing half-written: what this run wrote goes, and so do the folders it made.
+        for path in reversed(written):
+            try:
+                os.rmdir(path) if os.path.isdir(path) else os.remove(path)
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise GoldenFileError(f"{exc.filename or directory}: cannot be written "
+                                  f"({exc.strerror or exc}); nothing of the new set was kept") \
+                from None
+        raise
+    return manifest, notes
+
+
+def _write(directory, actual, chosen, manifest, written, bar):
+    """Write every case's files, then the manifest; record each path made in ``written``."""
+    for folder in (directory, actual):
+        if folder is None:
+            continue
+        made, path = [], os.path.abspath(folder)
+        while not os.path.exists(path):
+            made.append(path)
+            path = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        written.extend(reversed(made))          # removed leaf first
+
+    def put(folder, name, array, fmt):
+        path = os.path.join(folder, name)
+        written.append(path)
+        write_array(path, array, fmt)
+
+    entries = manifest["cases"]
     for k, case in enumerate(chosen):
         case = dict({"id": f"c{k:05d}"}, **case)
         x = draw_values(case)
         truth = golden(case, x)
         own, checks = library_result(case, x)
-        ident, dtype = case["id"], case["dtype"]
+        ident, dtype, fmt = case["id"], case["dtype"], case["format"]
         case.update(input=f"{ident}.input.bin", golden=f"{ident}.golden.bin",
                     golden_in_dtype=f"{ident}.golden.{dtype}.bin", checks=checks)
-        write_array(os.path.join(directory, case["input"]), x, case["format"])
-        write_array(os.path.join(directory, case["golden"]), truth, case["format"])
+        put(directory, case["input"], x, fmt)
+        put(directory, case["golden"], truth, fmt)
         with np.errstate(over="ignore"):  # beyond the dtype's range: its infinity
-            rounded = truth.astype(numpy_dtype(dtype))
-        write_array(os.path.join(directory, case["golden_in_dtype"]), rounded, case["format"])
+            put(directory, case["golden_in_dtype"], truth.astype(numpy_dtype(dtype)), fmt)
         if actual is not None:
-            write_array(os.path.join(actual, actual_name(case)), own, case["format"])
+            put(actual, actual_name(case), own, fmt)
         entries.append(case)
         bar(k + 1)
-    manifest = {"manifest_version": MANIFEST_VERSION, "tool": "trilinear_bwd.golden",
-                "version": __version__, "op": op, "source": source,
-                "golden_dtype": GOLDEN_DTYPE, "byte_order": BYTE_ORDER,
-                "result_elements": int(sum(math.prod(c["result_shape"]) for c in entries)),
-                "cases": entries, "skipped": skipped}
+    manifest["result_elements"] = int(sum(math.prod(c["result_shape"]) for c in entries))
     write_manifest(directory, manifest)
-    return manifest, notes

@@ -72,30 +72,28 @@ def _flag(v):
     return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
 
 
-def _shape(v):
-    if not isinstance(v, (list, tuple)):
-        return f"must be a list of 5 integers (N, C, D, H, W), got {v!r}"
-    if len(v) != 5:
-        return f"must have 5 elements (N, C, D, H, W), got {len(v)}: {v!r}"
-    for k, n in enumerate(v):
-        if not _is_int(n):
-            return f"element {k} ({'NCDHW'[k]}) must be an integer, got {n!r}"
-        if n < 0:
-            return f"element {k} ({'NCDHW'[k]}) must be >= 0, got {n}"
-    return None
+def _sequence(axes, integer):
+    """A check of a list of ``len(axes)`` integers >= 0 (shapes) or finite numbers (scales)."""
+    kind, one = ("integers", "an integer") if integer else ("numbers", "a number")
+
+    def check(v):
+        if not isinstance(v, (list, tuple)):
+            return f"must be a list of {len(axes)} {kind} ({', '.join(axes)}), got {v!r}"
+        if len(v) != len(axes):
+            return f"must have {len(axes)} elements ({', '.join(axes)}), got {len(v)}: {v!r}"
+        for k, x in enumerate(v):
+            if not (_is_int(x) if integer else _is_real(x)):
+                return f"element {k} ({axes[k]}) must be {one}, got {x!r}"
+            if integer and x < 0:
+                return f"element {k} ({axes[k]}) must be >= 0, got {x}"
+            if not integer and not math.isfinite(x):
+                return f"element {k} ({axes[k]}) must be finite, got {x!r}"
+        return None
+    return check
 
 
-def _scales(v):
-    if not isinstance(v, (list, tuple)):
-        return f"must be a list of 3 numbers (scalesD, scalesH, scalesW), got {v!r}"
-    if len(v) != 3:
-        return f"must have 3 elements (scalesD, scalesH, scalesW), got {len(v)}: {v!r}"
-    for k, s in enumerate(v):
-        if not _is_real(s):
-            return f"element {k} must be a number, got {s!r}"
-        if not math.isfinite(s):
-            return f"element {k} must be finite, got {s!r}"
-    return None
+_shape = _sequence("NCDHW", integer=True)
+_scales = _sequence(("scalesD", "scalesH", "scalesW"), integer=False)
 
 
 def _plain_name(v):
