@@ -306,6 +306,12 @@ def test_worst_elements_by_the_standard_figure():
     assert w[1] == {"index": (0, 0, 1, 1, 3), "actual": 2.5, "golden": 2.0, "abs_error": 0.5,
                     "relative_error": 0.5 / (2.0 + 1e-7), "third_party": 2.0}
     assert _standards.worst(g, g, "float32", "mixed") == []
+    # The small-value errors the commercial standard counts: |golden| < 2^-11, |error| > 2^-16.
+    c = a.copy()
+    c[0, 0, 0, 0, 0] = 1e-5 + 2e-5            # |error| 2e-5 > 2^-16: counted (1e-5 is not)
+    assert _standards.worst(a, g, "float16", "commercial", small=True) == []
+    assert [x["index"] for x in _standards.worst(c, g, "float16", "commercial", small=True)] == \
+        [(0, 0, 0, 0, 0)]
     # A special value that matches the golden, or the third party, is right.
     b = g.copy()
     b[0, 0, 1, 1, 1] = np.inf
@@ -661,3 +667,30 @@ def test_a_generation_that_fails_midway_leaves_nothing(tmp_path, capsys, monkeyp
         assert err.strip() == (f"{PROG} generate: error: x.bin: cannot be written (No space left "
                                f"on device); nothing of the new set was kept")
     assert len(calls) == 5 and os.listdir(tmp_path) == []
+
+
+def test_a_case_failing_by_small_value_errors_shows_them(tmp_path, capsys):
+    d, a = tmp_path / "g", tmp_path / "a"
+    golden.generate(d, input_size=(1, 2, 4, 4, 4), output_size=(8, 8, 8), dtypes=["float16"],
+                    values="small", actual=a)
+    (case,) = golden.read_manifest(d)["cases"]
+    g = _files.read_array(d / case["golden"], "float64", case["result_shape"], "NCDHW", "")
+    small = np.argwhere(np.abs(g) < 2.0 ** -11)[:3]
+    assert len(small) == 3
+    wrong = tmp_path / "wrong"
+    shutil.copytree(a, wrong)
+    r = golden.read_result(wrong, case)
+    for k, index in enumerate(small):
+        r[tuple(index)] = g[tuple(index)] + 0.01 * (k + 1)
+    golden.write_result(wrong, case, r)
+    status, out, _ = _run(["compare", d, "--actual", wrong, "--reference", a, "--no-progress"],
+                          capsys)
+    lines = out.splitlines()
+    assert status == 1 and lines[2].endswith(": small-value errors 3 > 2 x max(third party's 0, 1)")
+    at = lines.index("      small-value errors (|golden| < 2^-11, |error| > 2^-16), largest "
+                     "|error| first:")
+    shown = [tuple(int(v) for v in x.strip().split(")")[0].strip("(").split(", "))
+             for x in lines[at + 2:at + 5]]
+    assert shown == [tuple(int(v) for v in small[k]) for k in (2, 1, 0)]
+    report = golden.compare(d, wrong, reference=a)
+    assert [w["index"] for w in report.failed[0]["worst_small"]] == shown

@@ -23,8 +23,6 @@ from ._dtypes import DTYPES, numpy_dtype
 from ._errors import GoldenError, GoldenFileError
 from ._standards import LEVELS
 
-__all__ = ["atk_cases", "given_cases", "level_cases", "numpy_dtype", "special_cases", "values"]
-
 OPS = ("backward", "forward")
 FORMATS = ("NCDHW", "NDHWC")
 # Commercial standard, table of section 2: cases per level.
@@ -292,19 +290,17 @@ def _atk_case(item, op, path, rng):
         raise GoldenFileError(f"{where}: align_corners must be true or false, got {align!r}")
     if fmt not in FORMATS:
         raise GoldenFileError(f"{where}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if "size" not in entries and "scale_factor" not in entries:
+        raise GoldenFileError(f"{where}: neither 'size' nor 'scale_factor' given")
     try:
         if "size" in entries:
             size, scales = [_atk_int(v) for v in entries["size"]], [0.0, 0.0, 0.0]
-        elif "scale_factor" in entries:
+        else:
             factor = entries["scale_factor"]
             factor = factor if isinstance(factor, list) else [factor["range_values"]] * 3
             scales = [_atk_real(v) for v in factor]
             size = [int(n * s) for n, s in zip(shape[2:], scales)]
-        else:
-            raise GoldenFileError(f"{where}: neither 'size' nor 'scale_factor' given")
     except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, GoldenFileError):
-            raise
         raise GoldenFileError(f"{where}: size, scale_factor: not 3 numbers ({exc})") from None
     if len(size) != 3:
         raise GoldenFileError(f"{where}: size must have 3 elements, got {size!r}")

@@ -13,7 +13,15 @@ from ._paths import input_dir
 from ._progress import progress as _progress
 from ._report import Report
 from ._run import torch_result
-from ._standards import LEVELS, STANDARDS, metrics, ratios, verdict, worst
+from ._standards import (
+    LEVELS,
+    SMALL_COUNT_RATIO,
+    STANDARDS,
+    metrics,
+    ratios,
+    verdict,
+    worst,
+)
 
 TORCH_THIRD_PARTY = "PyTorch {version} CPU kernel (aten.upsample_trilinear3d{suffix}) in the case's dtype"
 # Elements listed per failing case (the worst by the standard's figure).
@@ -117,7 +125,12 @@ def _judge(directory, actual, reference, standard, level, case, count):
         out.update(metrics=npu)
     out.update(passed=passed, reasons=reasons)
     if not passed and count:
-        out["worst"] = [dict(index=w["index"], element=file_element(w["index"], shape, fmt),
-                             **{k: v for k, v in w.items() if k != "index"})
-                        for w in worst(a, g, dtype, standard, count, reference=r)]
+        def located(elements):
+            return [dict(index=w["index"], element=file_element(w["index"], shape, fmt),
+                         **{k: v for k, v in w.items() if k != "index"}) for w in elements]
+
+        out["worst"] = located(worst(a, g, dtype, standard, count, reference=r))
+        if standard == "commercial" and out["ratios"]["small_errors"] > SMALL_COUNT_RATIO:
+            out["worst_small"] = located(worst(a, g, dtype, standard, count, reference=r,
+                                               small=True))
     return out

@@ -60,7 +60,9 @@ class Report:
         case also has ``worst``, its elements furthest from the golden
         (``index`` (N, C, D, H, W), ``element`` (the position in the
         ``.bin`` file), ``actual``, ``golden``, ``abs_error``,
-        ``relative_error``, and ``third_party`` for the commercial standard).
+        ``relative_error``, and ``third_party`` for the commercial standard)
+        and, when it broke the commercial standard's small-value bound,
+        ``worst_small``: the small-value errors, largest first.
     """
 
     def __init__(self, standard, level, third_party, cases):
@@ -152,23 +154,29 @@ class Report:
         return lines
 
     def _worst(self, c):
-        worst = c.get("worst") or []
-        if not worst:
-            return []
         name = c["dtype"]
-        by = {"commercial": f"by relative error where |golden| >= "
-                            f"2^{int(math.log2(SMALL_VALUE[name][0]))}, the range MARE, MERE and "
-                            f"RMSE cover",
+        threshold, limit = (int(math.log2(v)) for v in SMALL_VALUE[name])
+        by = {"commercial": f"by relative error where |golden| >= 2^{threshold}, the range "
+                            f"MARE, MERE and RMSE cover",
               "experimental": "by relative error",
               "mixed": f"by |error| / max({ABS_ERROR_LIMIT[name]:g}, 32 ulp)"}[self.standard]
-        rows = [("(N, C, D, H, W)", "file element", "actual", "golden", "rel. error")
-                + (("third party",) if "third_party" in worst[0] else ())]
-        for w in worst:
-            rows.append((str(tuple(w["index"])), str(w["element"]), _g(w["actual"], 7),
-                         _g(w["golden"], 9), f"{w['relative_error']:.3e}")
-                        + ((_g(w["third_party"], 7),) if "third_party" in w else ()))
-        return [f"      worst elements (a wrong NaN/Inf first, then {by}):"] + \
-            _table(rows, "        ")
+        lines = _elements(c.get("worst"), f"worst elements (a wrong NaN/Inf first, then {by})")
+        return lines + _elements(c.get("worst_small"),
+                                 f"small-value errors (|golden| < 2^{threshold}, |error| > "
+                                 f"2^{limit}), largest |error| first")
+
+
+def _elements(worst, heading):
+    """A heading and a table of elements (:func:`worst`'s), or nothing for none."""
+    if not worst:
+        return []
+    rows = [("(N, C, D, H, W)", "file element", "actual", "golden", "rel. error")
+            + (("third party",) if "third_party" in worst[0] else ())]
+    for w in worst:
+        rows.append((str(tuple(w["index"])), str(w["element"]), _g(w["actual"], 7),
+                     _g(w["golden"], 9), f"{w['relative_error']:.3e}")
+                    + ((_g(w["third_party"], 7),) if "third_party" in w else ()))
+    return [f"      {heading}:"] + _table(rows, "        ")
 
 
 def _jsonable(value):

@@ -55,8 +55,11 @@ def refusal(case):
 
 
 def cann_scales(case):
-    """The three scales the CANN call uses for the case: all three when all are > 0 and
-    ``align_corners`` is false, else none (0.0 each: the size ratio on every axis)."""
+    """The scales CANN uses for the case (``_operator.cann_scales``), as a list of 3 floats.
+
+    All three when all are > 0 and ``align_corners`` is false; else 0.0
+    each (the size ratio on every axis).
+    """
     return [float(s) for s in _operator.cann_scales([float(s) for s in case["scales"]],
                                                     bool(case["align_corners"]))]
 

@@ -157,7 +157,7 @@ class _Elements:
         self.normal = np.abs(g) >= SMALL_VALUE[name][0]
 
 
-def worst(actual, golden, dtype, standard, count=5, reference=None):
+def worst(actual, golden, dtype, standard, count=5, reference=None, small=False):
     """The elements of one result furthest from the golden by the figure ``standard`` judges.
 
     Elements whose special value (NaN, an infinity) is wrong come first;
@@ -179,6 +179,10 @@ def worst(actual, golden, dtype, standard, count=5, reference=None):
     reference : array_like, optional
         The third party's result: its value at each element is listed, and a
         special value equal to it is right (5.3.3).
+    small : bool
+        Instead, the small-value errors the commercial standard counts
+        (finite elements below the threshold whose ``|actual - golden|``
+        exceeds its limit), by decreasing ``|actual - golden|``.
 
     Returns
     -------
@@ -192,10 +196,13 @@ def worst(actual, golden, dtype, standard, count=5, reference=None):
         raise ValueError(f"standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
     shape = np.shape(golden)
     e = _Elements(actual, golden, name, reference)
-    score = e.excess if standard == "mixed" else e.rel
-    eligible = e.finite & (e.normal if standard == "commercial" else True)
-    score = np.where(eligible & (score > 0), score, -1.0)
-    score[~e.finite & ~e.right] = np.inf
+    if small:
+        score = np.where(e.finite & ~e.normal & (e.err > SMALL_VALUE[name][1]), e.err, -1.0)
+    else:
+        score = e.excess if standard == "mixed" else e.rel
+        eligible = e.finite & (e.normal if standard == "commercial" else True)
+        score = np.where(eligible & (score > 0), score, -1.0)
+        score[~e.finite & ~e.right] = np.inf
     count = min(int(count), int(np.count_nonzero(score >= 0)))
     if count <= 0:
         return []
