@@ -159,7 +159,7 @@ def test_every_set_field_malformed_is_exit_2_naming_the_field(good, tmp_path, ca
     status, out, err = _compare_malformed(good, tmp_path, capsys, mutate)
     assert status == 2 and out == ""
     line = _one_error_line(err, "compare", "manifest.json")
-    assert f"manifest.json: {field}:" in line or f"manifest.json: case #0:" in line, line
+    assert f"manifest.json: {field}:" in line or "manifest.json: case #0:" in line, line
 
 
 def test_a_manifest_that_is_not_one(good, tmp_path, capsys):

@@ -399,7 +399,7 @@ def test_cases_n_says_what_was_added_and_why(tmp_path, capsys):
         f"--no-special leaves them out)")
     status, out, _ = _run(["generate", tmp_path / "h", "--cases", "12", "--no-special",
                            "--no-progress"], capsys)
-    assert out.startswith(f"12 backward cases (") and out.splitlines()[0].endswith(
+    assert out.startswith("12 backward cases (") and out.splitlines()[0].endswith(
         "12 regular (commercial standard L0 rules, seed 0, --cases 12 of its 5000)")
 
 
