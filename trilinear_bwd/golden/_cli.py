@@ -63,7 +63,6 @@ def _size_option(count, minimum):
             return sizes(_numbers(text, int), count, None, minimum)
         except GoldenError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-    parse.__name__ = f"{count} integers"
     return parse
 
 
