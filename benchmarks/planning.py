@@ -12,6 +12,9 @@ issue's case (8 blocks of one axis).
     python benchmarks/planning.py              # against main as of issue 46
     python benchmarks/planning.py --old HEAD   # this tree against its own commit
 
+(``--old`` takes any revision from 44f6088 on, whose tables are the
+``AxisTable`` records the plan reads.)
+
 Every figure of this library is a cold one: the plan and table caches are
 cleared before each run.  PyTorch keeps no per-geometry state on CPU, so its
 "first" figure is its first call with that shape in the process, "later"
@@ -23,7 +26,6 @@ are printed with the table.  Prints Markdown (milliseconds).
 import argparse
 import contextlib
 import importlib.util
-import inspect
 import math
 import os
 import platform
@@ -66,11 +68,7 @@ def tables(module):
     import trilinear_bwd.dask as tbd
 
     saved = _plan.axis_table, tbd._tables
-    table = module.axis_table
-    if "storage" not in inspect.signature(table).parameters:  # before issue 20's rounding
-        def table(*args, storage=None, _table=module.axis_table, **kwargs):
-            return _table(*args, **kwargs)
-    _plan.axis_table, tbd._tables = table, module
+    _plan.axis_table, tbd._tables = module.axis_table, module
     try:
         yield
     finally:
@@ -82,8 +80,6 @@ def clear(module):
     _plan.clear_plans()
     _tables.clear_cache()
     module.clear_cache()
-    if hasattr(module, "_cached_axis_table"):
-        module._cached_axis_table.cache_clear()
 
 
 def timed(fn):

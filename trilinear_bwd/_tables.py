@@ -791,7 +791,7 @@ _MODE_BY_SPAN = np.array([WINDOW8, WINDOW16, WINDOW32, GATHER], np.int8)
 
 
 def _reduce_last(ufunc, values):
-    """``ufunc`` reduced over the last axis of a C-contiguous array.
+    """``ufunc`` reduced over the last axis of an array (a C-contiguous one or a slice of it).
 
     NumPy's own reduction is slow along a short axis (a block's W_BLOCK
     points, or its k): a short axis is reduced a column at a time, each
@@ -878,13 +878,17 @@ def _fill_blocks(table, ptr, counts, src, weight, sentinel, b0, b1):
     maybe = (_reduce_last(np.logical_and, apart | absent) & _reduce_last(np.logical_or, apart)
              & ~shared)
     if maybe.any():
-        maybe = np.flatnonzero(maybe)
-        got = by_k[maybe]
-        steps = got - got[:, :, :1] == 3 * np.arange(W_BLOCK, dtype=np.int32)
-        apart3 = _reduce_last(np.logical_and, steps) & (got[:, :, 0] >= 0)
-        stride3 = (_reduce_last(np.logical_and, apart3 | absent[maybe])
-                   & _reduce_last(np.logical_or, apart3))
-        block_window[maybe[stride3]] = W_STRIDE3
+        # Each source 3 past the one before it, along the whole chunk: a
+        # (block, k) is 3 apart where its first source is real (so are the
+        # rest then) and its W_BLOCK - 1 steps are.
+        flat = by_k.reshape(-1)
+        step3 = np.zeros(flat.size, bool)
+        np.equal(flat[1:], flat[:-1] + 3, out=step3[:-1])
+        steps = step3.reshape(by_k.shape)[..., :W_BLOCK - 1]
+        apart3 = _reduce_last(np.logical_and, steps) & (by_k[..., 0] >= 0)
+        maybe &= (_reduce_last(np.logical_and, apart3 | absent)
+                  & _reduce_last(np.logical_or, apart3))
+        block_window[maybe] = W_STRIDE3
     k_slots = slice(b0 * width, b1 * width)
     table.window[k_slots] = lowest.ravel()
     table.mode[k_slots] = mode.ravel()
