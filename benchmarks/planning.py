@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 
+import ml_dtypes
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,6 +107,15 @@ def axis_cases(lengths):
             yield name, n_in, n_out, factor if given else 0.0
 
 
+def as_tensor(array):
+    """The same values as a tensor (bfloat16 through its bits: NumPy has no such type)."""
+    import torch
+
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
 def calls(n_in, n_out, scale, align_corners, dtype):
     """This library's forward and backward of one axis, and PyTorch's."""
     import torch
@@ -113,7 +123,7 @@ def calls(n_in, n_out, scale, align_corners, dtype):
 
     x = np.random.default_rng(0).random((1, 1, 1, 1, n_in)).astype(dtype)
     g = np.random.default_rng(1).random((1, 1, 1, 1, n_out)).astype(dtype)
-    xt, gt = torch.from_numpy(x), torch.from_numpy(g)
+    xt, gt = as_tensor(x), as_tensor(g)
     scales = (0.0, 0.0, scale)
     size = (1, 1, n_out)
 
@@ -225,7 +235,8 @@ def main(argv=None):
     parser.add_argument("--lengths", default=f"256,4096,65536,{LIMIT}",
                         help="input axis lengths (comma-separated)")
     parser.add_argument("--align-corners", action="store_true")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--dtype", default="float32",
+                        choices=["float32", "float64", "float16", "bfloat16"])
     parser.add_argument("--no-dask", action="store_true")
     args = parser.parse_args(argv)
     import torch
@@ -236,9 +247,10 @@ def main(argv=None):
           f"{args.dtype}, align_corners={args.align_corners}; best of {args.repeat} "
           f"interleaved rounds; old = {args.old}")
     # The first call of the process pays for imports and dispatch set-up.
-    tb.upsample_trilinear3d(np.ones((1, 1, 2, 2, 2), args.dtype), (3, 3, 3))
+    tb.upsample_trilinear3d(np.ones((1, 1, 2, 2, 2), np.float32), (3, 3, 3))
     torch.nn.functional.interpolate(torch.ones(1, 1, 2, 2, 2), size=(3, 3, 3), mode="trilinear")
-    rows = measure_axes(old, lengths, args.repeat, args.align_corners, np.dtype(args.dtype))
+    dtype = np.dtype(ml_dtypes.bfloat16 if args.dtype == "bfloat16" else args.dtype)
+    rows = measure_axes(old, lengths, args.repeat, args.align_corners, dtype)
     print()
     print("| op | axis (W; D = H = 1) | PyTorch first | PyTorch later | old cold | "
           "new cold | new / PyTorch first | old / new | new, plan cached |")

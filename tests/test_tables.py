@@ -445,21 +445,23 @@ def stable_grouping(x0, x1, w0, w1, n_in):
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("monotone", [True, False])
-def test_backward_grouping_equals_a_stable_sort(seed, monotone, monkeypatch):
-    """The counting sort (x0, x1 non-decreasing: ties, clamps, empty input
-    points) and the sort it falls back to elsewhere group the terms as a
-    stable sort by input point does."""
+@pytest.mark.parametrize("pairs", ["rule", "other pair", "decreasing"])
+def test_backward_grouping_equals_a_stable_sort(seed, pairs, monkeypatch):
+    """The counting sort (x0 non-decreasing, x1 = min(x0 + 1, n_in - 1):
+    ties, the clamped last point, input points nothing reads) and the sort
+    it falls back to elsewhere group the terms as a stable sort by input
+    point does."""
     monkeypatch.setattr(_tables, "CHUNK", 16)
     rng = np.random.default_rng(seed)
     n_out = int(rng.integers(1, 200))
     n_in = int(rng.integers(1, 60))
     x0 = np.sort(rng.integers(0, n_in, n_out))
-    x1 = np.minimum(x0 + rng.integers(0, 2, n_out), n_in - 1)
-    if monotone:
-        x1 = np.maximum.accumulate(x1)
-    else:
-        x0 = rng.permutation(x0) if n_out > 1 else x0
+    x1 = np.minimum(x0 + 1, n_in - 1)
+    if pairs == "other pair":
+        x1 = np.maximum.accumulate(np.minimum(x0 + rng.integers(0, 3, n_out), n_in - 1))
+    elif pairs == "decreasing" and n_out > 1:
+        x0 = rng.permutation(x0)
+        x1 = np.minimum(x0 + 1, n_in - 1)
     w0, w1 = rng.random(n_out).astype(np.float32), rng.random(n_out).astype(np.float32)
     got = _tables._by_input_point(x0, x1, w0, w1, n_in)
     for a, b in zip(got, stable_grouping(x0, x1, w0, w1, n_in)):

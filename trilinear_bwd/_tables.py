@@ -646,15 +646,17 @@ def _by_input_point(x0, x1, w0, w1, n_in):
     """The backward's CSR: the terms grouped by input point, stable in their order.
 
     Input point ``i`` takes the terms that name it in the order they come
-    (by output point ``j``, ``l0``'s before ``l1``'s).  Where ``x0`` and
-    ``x1`` do not decrease (every axis the rules produce: the coordinates
-    grow with ``j``), the terms with ``x0 == i`` are the output points
+    (by output point ``j``, ``l0``'s before ``l1``'s).  Where ``x0`` does not
+    decrease and ``x1 == min(x0 + 1, n_in - 1)`` (every axis the rules
+    produce: the coordinates grow with ``j``, and both the float64 pair and
+    PyTorch's are so), the terms with ``x0 == i`` are the output points
     ``A[i] <= j < A[i+1]`` (``A``: the exclusive running count of ``x0``),
-    those with ``x1 == i`` likewise from ``B``, and each term's place follows
-    from ``j`` alone: ``l0``'s term of ``j`` comes after the ``j - A[i]``
-    earlier ``x0`` terms and the ``x1`` terms of points before ``j``,
-    ``l1``'s after the ``x1`` terms before it and the ``x0`` terms up to
-    ``j``: a counting sort, O(n).  Elsewhere a stable sort does it.
+    those with ``x1 == i`` likewise from ``B`` (``A`` shifted by one point),
+    and each term's place follows from ``j`` alone: ``l0``'s term of ``j``
+    comes after the ``j - A[i]`` earlier ``x0`` terms and the ``x1`` terms
+    of points before ``j``, ``l1``'s after the ``x1`` terms before it and the
+    ``x0`` terms up to ``j``: a counting sort, O(n).  Elsewhere a stable sort
+    does it.
 
     Returns
     -------
@@ -662,18 +664,20 @@ def _by_input_point(x0, x1, w0, w1, n_in):
         As :class:`AxisTerms` holds them.
     """
     n_out = x0.size
-    a, b = np.zeros(n_in + 1, np.int64), np.zeros(n_in + 1, np.int64)
+    a = np.zeros(n_in + 1, np.int64)
     np.cumsum(np.bincount(x0, minlength=n_in), out=a[1:])
-    np.cumsum(np.bincount(x1, minlength=n_in), out=b[1:])
+    # x1 < i where x0 < i - 1, for i < n_in; every x1 is below n_in.
+    b = np.empty(n_in + 1, np.int64)
+    b[0], b[1:n_in], b[n_in] = 0, a[:n_in - 1], n_out
     src = np.empty(2 * n_out, np.int64)
     weight = np.empty(2 * n_out, w0.dtype)
-    last0 = last1 = 0
+    last = 0
     for start, stop in _chunks(n_out):
         c0, c1 = x0[start:stop], x1[start:stop]
-        if (c0[0] < last0 or c1[0] < last1 or (c0[1:] < c0[:-1]).any()
-                or (c1[1:] < c1[:-1]).any()):
+        if (c0[0] < last or (c0[1:] < c0[:-1]).any()
+                or (c1 != np.minimum(c0 + 1, n_in - 1)).any()):
             break
-        last0, last1 = c0[-1], c1[-1]
+        last = c0[-1]
         j = np.arange(start, stop, dtype=np.int64)
         place0 = np.minimum(np.maximum(j, b[c0]), b[1:][c0])
         place0 += j
@@ -682,10 +686,12 @@ def _by_input_point(x0, x1, w0, w1, n_in):
         src[place0], src[place1] = j, j
         weight[place0], weight[place1] = w0[start:stop], w1[start:stop]
     else:
-        return a + b, src, weight
+        b += a
+        return b, src, weight
     points = np.stack([x0, x1], axis=1).ravel()
     order = np.argsort(points, kind="stable")
-    return (a + b, np.ascontiguousarray(np.repeat(np.arange(n_out, dtype=np.int64), 2)[order]),
+    np.cumsum(np.bincount(points, minlength=n_in), out=a[1:])
+    return (a, np.ascontiguousarray(np.repeat(np.arange(n_out, dtype=np.int64), 2)[order]),
             np.ascontiguousarray(np.stack([w0, w1], axis=1).ravel()[order]))
 
 
@@ -758,11 +764,12 @@ class AxisTable:
 def _padded_table(ptr, src, weight, sentinel):
     """The kernel's table of one axis (or window) from its CSR terms."""
     n_targets = ptr.size - 1
-    counts = ptr[1:] - ptr[:-1]
     n_terms = int(ptr[-1] - ptr[0])
     src = np.ascontiguousarray(src)
     weight = np.ascontiguousarray(weight)
-    width = int(counts.max()) if n_targets else 0
+    # (Terms per point, chunk by chunk: no array of the whole axis's counts.)
+    width = max((int((ptr[a + 1:b + 1] - ptr[a:b]).max()) for a, b in _chunks(n_targets)),
+                default=0)
     blocks = -(-n_targets // W_BLOCK)
     if sentinel is None or blocks * W_BLOCK * width > PADDED_LIMIT * (n_terms + blocks * W_BLOCK):
         width = 0
@@ -773,7 +780,7 @@ def _padded_table(ptr, src, weight, sentinel):
     if width:
         # Whole blocks per chunk, about CHUNK padded entries each.
         for b0, b1 in _chunks(blocks, max(1, CHUNK // (W_BLOCK * width))):
-            _fill_blocks(padded, ptr, counts, src, weight, sentinel, b0, b1)
+            _fill_blocks(padded, ptr, src, weight, sentinel, b0, b1)
     return AxisTable(ptr=np.ascontiguousarray(ptr, dtype=np.int64),
                      src=src.astype(np.int64, copy=False), weight=weight, **padded._asdict())
 
@@ -816,7 +823,7 @@ def _reduce_last(ufunc, values):
 _COLUMNS = 2 * W_BLOCK
 
 
-def _fill_blocks(table, ptr, counts, src, weight, sentinel, b0, b1):
+def _fill_blocks(table, ptr, src, weight, sentinel, b0, b1):
     """Fill blocks ``b0:b1`` of ``table`` (a :class:`_Padded`) from the CSR terms.
 
     Padding is ``0 * source[sentinel]``.  Where a block's W_BLOCK real sources
@@ -830,7 +837,7 @@ def _fill_blocks(table, ptr, counts, src, weight, sentinel, b0, b1):
     """
     width = table.width
     n_blocks = b1 - b0
-    t0, t1 = b0 * W_BLOCK, min(b1 * W_BLOCK, counts.size)
+    t0, t1 = b0 * W_BLOCK, min(b1 * W_BLOCK, ptr.size - 1)
     first, last = ptr[t0], ptr[t1]
     entries = slice(b0 * W_BLOCK * width, b1 * W_BLOCK * width)
     # (block, k, point): -1 marks padding until the end.
@@ -838,7 +845,7 @@ def _fill_blocks(table, ptr, counts, src, weight, sentinel, b0, b1):
     weights = table.padded_weight[entries].reshape(n_blocks, width, W_BLOCK)
     # Usually every point of a chunk has the same number of terms (all but
     # the axis's ends): a transpose, and the slots past them padding.
-    c = counts[t0:t1]
+    c = ptr[t0 + 1:t1 + 1] - ptr[t0:t1]
     same = t1 - t0 == n_blocks * W_BLOCK and c[0] == c.min() == c.max()
     if same:
         k = int(c[0])
