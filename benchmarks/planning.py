@@ -102,8 +102,8 @@ def axis_cases(lengths):
     A length past what the limit allows for a scale is replaced by the
     longest that fits (the output, or the input when downsampling, 2**20).
     """
-    for name, factor, given in (("x2", 2, False), ("x3", 3, False), ("x1.7 (scale given)", 1.7, True),
-                                ("x1/3 (down)", 1 / 3, False)):
+    for name, factor, given in (("x2", 2, False), ("x3", 3, False),
+                                ("x1.7 (scale given)", 1.7, True), ("x1/3 (down)", 1 / 3, False)):
         seen = set()
         for n in lengths:
             n_in = min(n, LIMIT, int(LIMIT / factor))

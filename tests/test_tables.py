@@ -317,7 +317,7 @@ def assert_table(table, ptr, src, weight, sentinel, label):
 
 
 def check_long_axis(n_in, n_out, align_corners, scale, dtype, storage, forward, blocks=8):
-    """The whole axis's table and those of ``blocks`` windows (Dask's cut), against the reference."""
+    """The whole axis's table and ``blocks`` windows of it (Dask's cut), against the reference."""
     _tables.clear_cache()
     label = (n_in, n_out, align_corners, scale, dtype, storage, forward)
     ptr, src, weight = reference_terms(n_in, n_out, align_corners, scale, dtype, forward, storage)

@@ -1,13 +1,15 @@
 """Per-axis source indices and weights, computed once in float64 (docs/numerics.md).
 
 Everything here is O(n) NumPy per axis: no Python loop runs per point or
-per term, and no step sorts.  The per-point work runs over the axis in
-chunks of :data:`CHUNK` points, whose temporaries stay in cache, so that
-planning an axis of 2**20 points costs a small multiple of PyTorch's own
-index computation (docs/performance.md, "Planning").  Tables are cached by
-bytes (:data:`CACHE_BYTES`), and a block of a larger call
-(``trilinear_bwd.dask``) cuts its table from the whole axis's terms
-(:class:`AxisTerms`) instead of rebuilding the axis.
+per term, and no axis the rules produce is sorted.  The work runs over the
+axis in chunks of :data:`CHUNK` points (or padded entries), whose
+temporaries stay in cache, and PyTorch's own coordinates are computed only
+where they can change the result (:func:`near_integer_bound`), so that
+planning an axis of 2**20 points costs a few times PyTorch's first call of
+it (docs/performance.md, "Planning").  Tables are cached by bytes
+(:data:`CACHE_BYTES`), and a block of a larger call (``trilinear_bwd.dask``)
+cuts its table from the whole axis's terms (:class:`AxisTerms`) instead of
+rebuilding the axis.
 """
 
 import collections
@@ -797,6 +799,10 @@ _BLOCK_SHIFT = W_BLOCK.bit_length() - 1
 _MODE_BY_SPAN = np.array([WINDOW8, WINDOW16, WINDOW32, GATHER], np.int8)
 
 
+# Columns up to which a last axis is reduced column by column.
+_COLUMNS = 2 * W_BLOCK
+
+
 def _reduce_last(ufunc, values):
     """``ufunc`` reduced over the last axis of an array (a C-contiguous one or a slice of it).
 
@@ -817,10 +823,6 @@ def _reduce_last(ufunc, values):
     for column in range(2, n):
         ufunc(result, values[..., column], out=result)
     return result
-
-
-# Columns up to which a last axis is reduced column by column.
-_COLUMNS = 2 * W_BLOCK
 
 
 def _fill_blocks(table, ptr, src, weight, sentinel, b0, b1):
