@@ -316,7 +316,7 @@ def test_atk_cases_refused_by_name(tmp_path):
 def test_generate_from_atk_and_compare(atk_file, tmp_path):
     d, a = tmp_path / "g", tmp_path / "a"
     manifest = golden.generate(d, atk=atk_file, actual=a)
-    assert manifest["source"] == {"atk": atk_file.name} and len(manifest["cases"]) == 5
+    assert manifest["source"] == {"atk": atk_file.name, "seed": 0} and len(manifest["cases"]) == 5
     assert golden.compare(d, a, reference=a).passed
     kept = golden.generate(tmp_path / "k", atk=atk_file, max_elements=4000)
     assert [c["rule"]["atk_id"] for c in kept["cases"]] == [2, 3, 4]
@@ -532,15 +532,16 @@ def test_cli_exit_2_names_the_file(generated, tmp_path, capsys, problem):
         expect = f"case {case['id']}: missing {a / name}"
     elif problem == "truncated actual":
         (a / name).write_bytes((a / name).read_bytes()[:-1])
-        expect = f"case {case['id']}: {a / name} has"
+        expect = f"case {case['id']}: {a / name} (the result) has"
     elif problem == "truncated golden":
         g = d / case["golden"]
         g.write_bytes(g.read_bytes()[:-8])
-        expect = f"case {case['id']}: {g} has"
+        expect = f"case {case['id']}: {g} (the golden) has"
     else:
         r = _copy(a, tmp_path / "r")
         (r / name).write_bytes((r / name).read_bytes() + b"\0\0")
-        extra, expect = ["--reference", str(r)], f"case {case['id']}: {r / name} has"
+        extra = ["--reference", str(r)]
+        expect = f"case {case['id']}: {r / name} (the third party's result) has"
     assert main(["golden", "compare", str(d), "--actual", str(a), "--no-progress"] + extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m trilinear_bwd golden compare: error: ") and expect in err

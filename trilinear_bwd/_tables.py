@@ -1,13 +1,19 @@
 """Per-axis source indices and weights, computed once in float64 (docs/numerics.md).
 
-Everything here is O(n) NumPy per axis: no Python loop runs per point, so
-planning an axis of 2**20 points costs milliseconds (docs/performance.md,
-"Planning").  Tables are cached by bytes (:data:`CACHE_BYTES`), and a
-block of a larger call (``trilinear_bwd.dask``) cuts its table from the
-whole axis's terms (:class:`AxisTerms`) instead of rebuilding the axis.
+Everything here is O(n) NumPy per axis: no Python loop runs per point or
+per term, and no axis the rules produce is sorted.  The work runs over the
+axis in chunks of :data:`CHUNK` points (or padded entries), whose
+temporaries stay in cache, and PyTorch's own coordinates are computed only
+where they can change the result (:func:`near_integer_bound`), so that
+planning an axis of 2**20 points costs a few times PyTorch's first call of
+it (docs/performance.md, "Planning").  Tables are cached by bytes
+(:data:`CACHE_BYTES`), and a block of a larger call (``trilinear_bwd.dask``)
+cuts its table from the whole axis's terms (:class:`AxisTerms`) instead of
+rebuilding the axis.
 """
 
 import collections
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -23,9 +29,25 @@ from ._constants import GATHER, W_BLOCK, W_STRIDE3, WINDOW8, WINDOW16, WINDOW32
 HALF_TYPES = ("float16", "bfloat16")
 
 
-def _coordinates(n_in, n_out, align_corners, scale):
-    """The float64 source coordinate of every output point (clamped at 0)."""
-    j = np.arange(n_out, dtype=np.int64)
+# Output points per chunk of the per-point work (coefficients, zero
+# pattern, the backward's regrouping by input point) and padded entries per
+# chunk of the padded table: the few dozen temporaries of a chunk stay in the
+# L2 cache and their memory is reused, where whole-axis temporaries of a long
+# axis would stream through memory and fault in fresh pages, operation after
+# operation; and a chunk is long enough that NumPy's per-call cost is small
+# beside its work.
+CHUNK = 2**15
+
+
+def _chunks(n, step=None):
+    """``(start, stop)`` of consecutive chunks covering ``range(n)``, CHUNK long by default."""
+    step = step or CHUNK
+    for start in range(0, n, step):
+        yield start, min(n, start + step)
+
+
+def _coordinates(n_in, n_out, align_corners, scale, j):
+    """The float64 source coordinate of output points ``j`` (clamped at 0)."""
     if align_corners:
         step = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
         return j * step
@@ -65,20 +87,48 @@ def axis_coefficients(n_in, n_out, align_corners, scale, opmath=np.float64, stor
     x0, x1 : ndarray of int64, shape (n_out,)
     l0, l1 : ndarray of float64, shape (n_out,)
     """
-    j = np.arange(n_out, dtype=np.int64)
     if n_in == n_out:
         # The identity, whatever the scale (as PyTorch and CANN do).
+        j = np.arange(n_out, dtype=np.int64)
         return j, j.copy(), np.ones(n_out), np.zeros(n_out)
-    src = _coordinates(n_in, n_out, align_corners, scale)
-    # Clamped before the cast, which is undefined past 2**63: beyond
-    # n_in - 1 the clamp below gives the same x0, x1 and l1 either way.
-    x0 = np.minimum(np.floor(np.minimum(src, n_in)), n_in - 1).astype(np.int64)
-    x1 = np.minimum(x0 + 1, n_in - 1)
-    l1 = np.clip(src - x0, 0.0, 1.0)
-    l0 = 1.0 - l1
-    pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1, l0, l1,
-                         storage)
+    x0, x1 = np.empty(n_out, np.int64), np.empty(n_out, np.int64)
+    l0, l1 = np.empty(n_out), np.empty(n_out)
+    for start, c0, c1, w0, w1 in _coefficient_chunks(n_in, n_out, align_corners, scale, opmath,
+                                                     storage):
+        stop = start + c0.size
+        x0[start:stop], x1[start:stop], l0[start:stop], l1[start:stop] = c0, c1, w0, w1
     return x0, x1, l0, l1
+
+
+def _coefficient_chunks(n_in, n_out, align_corners, scale, opmath, storage):
+    """``(start, x0, x1, l0, l1)`` of each chunk of output points (:func:`axis_coefficients`).
+
+    Every operation is elementwise in the point, so the chunks' values are
+    those of the whole axis computed at once, bit for bit.
+    """
+    for start, stop in _chunks(n_out):
+        j = np.arange(start, stop, dtype=np.int64)
+        if n_in == n_out:
+            yield start, j, j.copy(), np.ones(j.size), np.zeros(j.size)
+            continue
+        src = _coordinates(n_in, n_out, align_corners, scale, j)
+        # x0 = floor(min(src, n_in - 1)): clamped before the cast, which is
+        # undefined past 2**63.  src >= x0, so the fraction past x0 is >= 0
+        # (past 1 only where the coordinate is clamped, l1 then 1).
+        x0 = np.floor(np.minimum(src, n_in - 1))
+        fraction = src - x0
+        l1 = np.minimum(fraction, 1.0)
+        l0 = 1.0 - l1
+        x0 = x0.astype(np.int64)
+        x1 = np.minimum(x0 + 1, n_in - 1)
+        # The points within near_integer_bound of an integer (and clamped
+        # points), inside: a superset of pytorch_zero_pattern's.
+        with np.errstate(invalid="ignore"):
+            near = np.abs(fraction - 0.5) >= 0.5 - near_integer_bound(src, opmath, storage)
+            near &= src < n_in + 1
+        _take_pytorch_pattern(n_in, n_out, align_corners, scale, opmath, storage, src, x0, x1,
+                              l0, l1, np.flatnonzero(near), start)
+        yield start, x0, x1, l0, l1
 
 
 # Points whose float64 coordinate lies this close (relative) to an integer
@@ -92,6 +142,7 @@ _NEAR_INTEGER = 1e-9
 TINY = float(np.finfo(np.float32).tiny)
 
 
+@functools.lru_cache(maxsize=None)
 def _unit_roundoff(opmath, storage):
     """The unit roundoff of the type PyTorch holds this axis's weights in."""
     name = _half_name(storage)
@@ -102,6 +153,7 @@ def _unit_roundoff(opmath, storage):
     return float(np.finfo(opmath).eps) / 2
 
 
+@functools.lru_cache(maxsize=None)
 def _half_name(storage):
     if storage is None:
         return None
@@ -139,26 +191,37 @@ def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1,
     """
     # Coordinates of n_in + 1 or more (only from scales that CANN's rules
     # accept and PyTorch's refuse) give x0 = x1 = n_in - 1 and l1 = 1 in
-    # PyTorch's rounding as in exact arithmetic; inf is among them.
+    # PyTorch's rounding as in exact arithmetic; inf is among them.  Below,
+    # PyTorch's pair and zero pattern can differ from these only where the
+    # coordinate lies within near_integer_bound of an integer: the rest are
+    # left alone without computing PyTorch's coordinates.
     with np.errstate(invalid="ignore"):
-        inside = src < n_in + 1
-    if not inside.any():
+        near = ((src < n_in + 1)
+                & (np.abs(src - np.rint(src)) <= near_integer_bound(src, opmath, storage)))
+    _take_pytorch_pattern(n_in, n_out, align_corners, scale, opmath, storage, src, x0, x1, l0,
+                          l1, np.flatnonzero(near))
+
+
+def _take_pytorch_pattern(n_in, n_out, align_corners, scale, opmath, storage, src, x0, x1, l0,
+                          l1, inside, start=0):
+    """:func:`pytorch_zero_pattern` at the points ``inside`` of the arrays.
+
+    The arrays hold output points ``start`` onwards (a chunk of them, see
+    :data:`CHUNK`): the rule is one point at a time.
+    """
+    if inside.size == 0:
         return
-    everywhere = bool(inside.all())
-    inside = None if everywhere else np.flatnonzero(inside)
-    i0, i1, lam0, lam1 = pytorch_coefficients(n_in, n_out, align_corners, scale, opmath,
-                                              storage, inside)
-    if everywhere:
-        a0, a1, w0, w1 = x0, x1, l0, l1
-    else:
-        a0, a1, w0, w1 = x0[inside], x1[inside], l0[inside], l1[inside]
+    # (The weights in PyTorch's own type: only which are zero matters here.)
+    i0, i1, lam0, lam1 = _pytorch_points(n_in, n_out, align_corners, scale, opmath, storage,
+                                         start + inside)
+    a0, a1, w0, w1 = x0[inside], x1[inside], l0[inside], l1[inside]
     z0, z1 = lam0 == 0.0, lam1 == 0.0
     differ = (i0 != a0) | (i1 != a1) | (z0 != (w0 == 0.0)) | (z1 != (w1 == 0.0))
     # Usually few points differ: the rest of the work is on those alone.
     d = np.flatnonzero(differ)
     if d.size == 0:
         return
-    inside = d if everywhere else inside[d]
+    inside = inside[d]
     i0, i1, z0, z1 = i0[d], i1[d], z0[d], z1[d]
     a0, a1, w0, w1 = a0[d], a1[d], w0[d], w1[d]
     # The exact weight on each of PyTorch's two points (l0, then l1 added).
@@ -184,6 +247,40 @@ def pytorch_zero_pattern(n_in, n_out, align_corners, scale, opmath, src, x0, x1,
     x0[k], x1[k] = i0[take], i1[take]
     l0[k] = np.where(z0[take], 0.0, n0)
     l1[k] = np.where(z1[take], 0.0, n1)
+
+
+# PyTorch's coordinate of a point lies within about 2**-23 * (src + 1) of
+# the float64 one here: its step, rounded to float32, is off by 2**-24 of
+# itself, which moves (j + 0.5) * step (or j * step) by 2**-24 * (src + 0.5);
+# its float32 coordinate is rounded once more (2**-24 * src); the float64
+# arithmetic of both adds a few 2**-53.  _DRIFT * (src + 2) is twice that.
+_DRIFT = 2.0 ** -22
+
+
+def near_integer_bound(src, opmath, storage=None):
+    """How close to an integer a coordinate must lie for PyTorch's pattern to differ there.
+
+    PyTorch's ``i0`` (the floor of its coordinate) differs from the floor of
+    ``src`` only where an integer lies between the two coordinates, at most
+    ``_DRIFT * (src + 2)`` apart; its weights are exactly 0 or 1 only where
+    its coordinate is an integer (a difference of nearby floats is exact),
+    or for float16/bfloat16 weights, where ``lambda1`` is within that
+    type's unit roundoff of 0 or 1 (it rounds to them).  The bound is the
+    sum of the two; ``tests/test_tables.py`` checks that every point where
+    PyTorch's pattern differs lies within it.
+
+    Parameters
+    ----------
+    src : ndarray of float64
+        Coordinates (>= 0).
+    opmath, storage
+        As for :func:`axis_coefficients`.
+
+    Returns
+    -------
+    ndarray of float64
+    """
+    return _DRIFT * (src + 2.0) + _unit_roundoff(opmath, storage)
 
 
 def _round_float16(values):
@@ -269,6 +366,12 @@ def pytorch_coefficients(n_in, n_out, align_corners, scale, opmath, storage=None
         The values PyTorch's kernel holds (exactly representable in float64).
     """
     j = np.arange(n_out, dtype=np.int64) if points is None else np.asarray(points, np.int64)
+    i0, i1, lam0, lam1 = _pytorch_points(n_in, n_out, align_corners, scale, opmath, storage, j)
+    return i0, i1, lam0.astype(np.float64), lam1.astype(np.float64)
+
+
+def _pytorch_points(n_in, n_out, align_corners, scale, opmath, storage, j):
+    """:func:`pytorch_coefficients` of points ``j``, the lambdas in PyTorch's own type."""
     if n_in == n_out:
         return j, j.copy(), np.ones(j.size), np.zeros(j.size)
     single = np.dtype(opmath) == np.float32
@@ -304,7 +407,7 @@ def pytorch_coefficients(n_in, n_out, align_corners, scale, opmath, storage=None
         i0 = np.minimum(np.floor(base.astype(np.float64)), n_in - 1).astype(np.int64)
         t = np.float32 if single else np.float64
         lam1 = np.minimum(np.maximum(real - i0.astype(t), t(0)), t(1))
-    i1 = np.where(i0 < n_in - 1, i0 + 1, i0)
+    i1 = np.minimum(i0 + 1, n_in - 1)  # (i0 <= n_in - 1 already)
     name = _half_name(storage)
     if name is not None and single:
         rnd = _round_float16 if name == "float16" else _round_bfloat16
@@ -312,7 +415,7 @@ def pytorch_coefficients(n_in, n_out, align_corners, scale, opmath, storage=None
         lam0 = rnd(np.float32(1) - lam1)
     else:
         lam0 = t(1) - lam1
-    return i0, i1, lam0.astype(np.float64), lam1.astype(np.float64)
+    return i0, i1, lam0, lam1
 
 
 def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=False,
@@ -520,21 +623,78 @@ def remember(terms):
 def build_terms(key):
     """Build the :class:`AxisTerms` of ``key`` (see :func:`axis_terms`): O(n) NumPy."""
     n_in, n_out, align_corners, scale, dtype, forward, storage = key
-    x0, x1, l0, l1 = axis_coefficients(n_in, n_out, align_corners, scale, np.dtype(dtype).type,
-                                       storage)
-    points = np.stack([x0, x1], axis=1).ravel()
-    weight = np.stack([l0, l1], axis=1).ravel().astype(dtype)
-    if forward:
-        # Targets are the output points, already in order, two terms each.
+    chunks = _coefficient_chunks(n_in, n_out, align_corners, scale, np.dtype(dtype).type,
+                                 storage)
+    if forward or n_in == n_out:
+        # Targets are the output points, already in order, two terms each:
+        # l0's, then l1's (the identity's backward is the same table).
+        points = np.empty((n_out, 2), np.int64)
+        weight = np.empty((n_out, 2), dtype)
+        for start, x0, x1, l0, l1 in chunks:
+            stop = start + x0.size
+            points[start:stop, 0], points[start:stop, 1] = x0, x1
+            weight[start:stop, 0], weight[start:stop, 1] = l0, l1
         ptr = np.arange(0, 2 * n_out + 1, 2, dtype=np.int64)
-        return AxisTerms(key, ptr, points, weight)
-    outputs = np.repeat(np.arange(n_out, dtype=np.int64), 2)
+        return AxisTerms(key, ptr, points.ravel(), weight.ravel())
+    x0, x1 = np.empty(n_out, np.int64), np.empty(n_out, np.int64)
+    w0, w1 = np.empty(n_out, dtype), np.empty(n_out, dtype)
+    for start, c0, c1, l0, l1 in chunks:
+        stop = start + c0.size
+        x0[start:stop], x1[start:stop], w0[start:stop], w1[start:stop] = c0, c1, l0, l1
+    return AxisTerms(key, *_by_input_point(x0, x1, w0, w1, n_in))
+
+
+def _by_input_point(x0, x1, w0, w1, n_in):
+    """The backward's CSR: the terms grouped by input point, stable in their order.
+
+    Input point ``i`` takes the terms that name it in the order they come
+    (by output point ``j``, ``l0``'s before ``l1``'s).  Where ``x0`` does not
+    decrease and ``x1 == min(x0 + 1, n_in - 1)`` (every axis the rules
+    produce: the coordinates grow with ``j``, and both the float64 pair and
+    PyTorch's are so), the terms with ``x0 == i`` are the output points
+    ``A[i] <= j < A[i+1]`` (``A``: the exclusive running count of ``x0``),
+    those with ``x1 == i`` likewise from ``B`` (``A`` shifted by one point),
+    and each term's place follows from ``j`` alone: ``l0``'s term of ``j``
+    comes after the ``j - A[i]`` earlier ``x0`` terms and the ``x1`` terms
+    of points before ``j``, ``l1``'s after the ``x1`` terms before it and the
+    ``x0`` terms up to ``j``: a counting sort, O(n).  Elsewhere a stable sort
+    does it.
+
+    Returns
+    -------
+    ptr, src, weight : ndarray
+        As :class:`AxisTerms` holds them.
+    """
+    n_out = x0.size
+    a = np.zeros(n_in + 1, np.int64)
+    np.cumsum(np.bincount(x0, minlength=n_in), out=a[1:])
+    # x1 < i where x0 < i - 1, for i < n_in; every x1 is below n_in.
+    b = np.empty(n_in + 1, np.int64)
+    b[0], b[1:n_in], b[n_in] = 0, a[:n_in - 1], n_out
+    src = np.empty(2 * n_out, np.int64)
+    weight = np.empty(2 * n_out, w0.dtype)
+    last = 0
+    for start, stop in _chunks(n_out):
+        c0, c1 = x0[start:stop], x1[start:stop]
+        if (c0[0] < last or (c0[1:] < c0[:-1]).any()
+                or (c1 != np.minimum(c0 + 1, n_in - 1)).any()):
+            break
+        last = c0[-1]
+        j = np.arange(start, stop, dtype=np.int64)
+        place0 = np.minimum(np.maximum(j, b[c0]), b[1:][c0])
+        place0 += j
+        place1 = np.minimum(np.maximum(j + 1, a[c1]), a[1:][c1])
+        place1 += j
+        src[place0], src[place1] = j, j
+        weight[place0], weight[place1] = w0[start:stop], w1[start:stop]
+    else:
+        b += a
+        return b, src, weight
+    points = np.stack([x0, x1], axis=1).ravel()
     order = np.argsort(points, kind="stable")
-    counts = np.bincount(points, minlength=n_in)
-    ptr = np.zeros(n_in + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    return AxisTerms(key, ptr, np.ascontiguousarray(outputs[order]),
-                     np.ascontiguousarray(weight[order]))
+    np.cumsum(np.bincount(points, minlength=n_in), out=a[1:])
+    return (a, np.ascontiguousarray(np.repeat(np.arange(n_out, dtype=np.int64), 2)[order]),
+            np.ascontiguousarray(np.stack([w0, w1], axis=1).ravel()[order]))
 
 
 def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop, storage=None):
@@ -606,69 +766,148 @@ class AxisTable:
 def _padded_table(ptr, src, weight, sentinel):
     """The kernel's table of one axis (or window) from its CSR terms."""
     n_targets = ptr.size - 1
-    counts = np.diff(ptr)
-    dtype = weight.dtype
-    target = np.repeat(np.arange(n_targets, dtype=np.int64), counts)
-    n_terms = target.size
+    n_terms = int(ptr[-1] - ptr[0])
     src = np.ascontiguousarray(src)
     weight = np.ascontiguousarray(weight)
-    width = int(counts.max()) if n_targets else 0
+    # (Terms per point, chunk by chunk: no array of the whole axis's counts.)
+    width = max((int((ptr[a + 1:b + 1] - ptr[a:b]).max()) for a, b in _chunks(n_targets)),
+                default=0)
     blocks = -(-n_targets // W_BLOCK)
     if sentinel is None or blocks * W_BLOCK * width > PADDED_LIMIT * (n_terms + blocks * W_BLOCK):
         width = 0
-    padded_src = np.full((blocks * W_BLOCK, width), sentinel or 0, dtype=np.int32)
-    padded_weight = np.zeros((blocks * W_BLOCK, width), dtype=dtype)
-    real = np.zeros((blocks * W_BLOCK, width), dtype=bool)
+    size = blocks * W_BLOCK * width
+    padded = _Padded(width, np.empty(size, np.int32), np.zeros(size, weight.dtype),
+                     np.empty(size, np.int32), np.empty(blocks * width, np.int32),
+                     np.empty(blocks * width, np.int8), np.zeros(blocks, np.int32))
     if width:
-        slot = np.arange(n_terms) - np.repeat(ptr[:-1], counts)
-        padded_src[target, slot] = src
-        padded_weight[target, slot] = weight
-        real[target, slot] = True
-    # Where a block's W_BLOCK real sources for one k lie within 8, 16 or 32
-    # consecutive elements, the vector paths read them as a window instead of
-    # a gather (_w_gather.h); where all of a block's sources (every k) lie
-    # within 8, one window read serves the whole block (block_window >= 0);
-    # where every k of a block reads 8 real sources 3 apart or is padding
-    # alone (W_STRIDE3), the AVX2 path reads each k without a gather if the
-    # table is W_STRIDE3_WIDTH wide.
-    # Reduced over the W_BLOCK points of a block in the (block, point, k) layout
-    # the arrays were filled in, then stored k-major inside a block (the
-    # layout _w_gather.h reads).
-    big = np.iinfo(np.int32).max
-    by_point = padded_src.reshape(blocks, W_BLOCK, width)
-    real = real.reshape(blocks, W_BLOCK, width)
-    low_src = np.where(real, by_point, big)
-    high_src = np.where(real, by_point, -1)
-    lowest = low_src.min(axis=1)
-    highest = high_src.max(axis=1)
-    lowest = np.where(highest < 0, 0, lowest)
+        # Whole blocks per chunk, about CHUNK padded entries each.
+        for b0, b1 in _chunks(blocks, max(1, CHUNK // (W_BLOCK * width))):
+            _fill_blocks(padded, ptr, src, weight, sentinel, b0, b1)
+    return AxisTable(ptr=np.ascontiguousarray(ptr, dtype=np.int64),
+                     src=src.astype(np.int64, copy=False), weight=weight, **padded._asdict())
+
+
+# The padded part of an AxisTable while it is filled (the same fields).
+_Padded = collections.namedtuple("_Padded", ["width", "padded_src", "padded_weight",
+                                             "padded_rel", "window", "mode", "block_window"])
+
+# A block's W_BLOCK points, a power of two (tests/test_tables.py): a point's
+# block and place in it are a shift and a mask of its index.
+_BLOCK_SHIFT = W_BLOCK.bit_length() - 1
+
+# How a (block, k) is read, by the span of its sources: under 8, 16, 32, or more.
+_MODE_BY_SPAN = np.array([WINDOW8, WINDOW16, WINDOW32, GATHER], np.int8)
+
+
+# Columns up to which a last axis is reduced column by column.
+_COLUMNS = 2 * W_BLOCK
+
+
+def _reduce_last(ufunc, values):
+    """``ufunc`` reduced over the last axis of an array (a C-contiguous one or a slice of it).
+
+    NumPy's own reduction is slow along a short axis (a block's W_BLOCK
+    points, or its k): a short axis is reduced a column at a time, each
+    column one strided operation over the whole array, a long one pairwise.
+    """
+    n = values.shape[-1]
+    if n > _COLUMNS:
+        half = n // 2
+        folded = ufunc(values[..., :half], values[..., half:2 * half])
+        if n % 2:
+            ufunc(folded[..., 0], values[..., -1], out=folded[..., 0])
+        return _reduce_last(ufunc, folded)
+    if n == 1:
+        return values[..., 0].copy()
+    result = ufunc(values[..., 0], values[..., 1])
+    for column in range(2, n):
+        ufunc(result, values[..., column], out=result)
+    return result
+
+
+def _fill_blocks(table, ptr, src, weight, sentinel, b0, b1):
+    """Fill blocks ``b0:b1`` of ``table`` (a :class:`_Padded`) from the CSR terms.
+
+    Padding is ``0 * source[sentinel]``.  Where a block's W_BLOCK real sources
+    for one k lie within 8, 16 or 32 consecutive elements, the vector paths
+    read them as a window instead of a gather (_w_gather.h); where all of a
+    block's sources (every k) lie within 8, one window read serves the whole
+    block (block_window >= 0); where every k of a block reads 8 real sources
+    3 apart or is padding alone (W_STRIDE3), the AVX2 path reads each k
+    without a gather if the table is W_STRIDE3_WIDTH wide.  Arrays are
+    stored k-major inside a block (the layout _w_gather.h reads).
+    """
+    width = table.width
+    n_blocks = b1 - b0
+    t0, t1 = b0 * W_BLOCK, min(b1 * W_BLOCK, ptr.size - 1)
+    first, last = ptr[t0], ptr[t1]
+    entries = slice(b0 * W_BLOCK * width, b1 * W_BLOCK * width)
+    # (block, k, point): -1 marks padding until the end.
+    by_k = table.padded_src[entries].reshape(n_blocks, width, W_BLOCK)
+    weights = table.padded_weight[entries].reshape(n_blocks, width, W_BLOCK)
+    # Usually every point of a chunk has the same number of terms (all but
+    # the axis's ends): a transpose, and the slots past them padding.
+    c = ptr[t0 + 1:t1 + 1] - ptr[t0:t1]
+    same = t1 - t0 == n_blocks * W_BLOCK and c[0] == c.min() == c.max()
+    if same:
+        k = int(c[0])
+        by_k[:, :k] = src[first:last].reshape(n_blocks, W_BLOCK, k).transpose(0, 2, 1)
+        weights[:, :k] = weight[first:last].reshape(n_blocks, W_BLOCK, k).transpose(0, 2, 1)
+        by_k[:, k:] = -1
+    else:
+        by_k.fill(-1)
+        # Term t of point p (in the chunk) goes to entry
+        # (p // W_BLOCK * width + t - ptr[p]) * W_BLOCK + p % W_BLOCK.
+        point = np.arange(t1 - t0, dtype=np.int64)
+        offset = (point >> _BLOCK_SHIFT) * (width * W_BLOCK) + (point & (W_BLOCK - 1))
+        offset -= ptr[t0:t1] * W_BLOCK
+        flat = np.repeat(offset, c)
+        flat += np.arange(first * W_BLOCK, last * W_BLOCK, W_BLOCK, dtype=np.int64)
+        by_k.reshape(-1)[flat] = src[first:last]
+        weights.reshape(-1)[flat] = weight[first:last]
+    # Per (block, k): the highest real source (-1: padding alone) and the
+    # lowest (padding, -1, is the largest unsigned).
+    highest = _reduce_last(np.maximum, by_k)
+    lowest = _reduce_last(np.minimum, by_k.view(np.uint32))
+    absent = highest < 0
+    block_low = _reduce_last(np.minimum, lowest).view(np.int32)
+    block_high = _reduce_last(np.maximum, highest)
+    lowest = lowest.view(np.int32)
+    np.copyto(lowest, 0, where=absent)
     span = highest - lowest
-    mode = np.select([span < 8, span < 16, span < 32], [WINDOW8, WINDOW16, WINDOW32],
-                     GATHER).astype(np.int8)
-    block_low = low_src.min(axis=(1, 2)) if width else np.zeros(blocks)
-    block_high = high_src.max(axis=(1, 2)) if width else np.zeros(blocks)
+    mode = np.take(_MODE_BY_SPAN, (span >= 8).view(np.int8) + (span >= 16) + (span >= 32))
+    # (Every k of a shared block spans under 8 elements, or is padding alone:
+    # its mode is WINDOW8 already.)
     shared = (block_high - block_low < 8) & (block_high >= 0)
-    lowest = np.where(shared[:, None], block_low[:, None], lowest)
-    mode[shared] = WINDOW8
-    apart3 = (real.all(axis=1)
-              & (by_point - by_point[:, :1, :] == 3 * np.arange(W_BLOCK)[:, None]).all(axis=1))
-    # (A shared block spans under 8 elements, so it is never also one of these.)
-    stride3 = (apart3 | ~real.any(axis=1)).all(axis=1) & apart3.any(axis=1)
-    block_window = np.where(shared, block_low, np.where(stride3, W_STRIDE3, -1)).astype(np.int32)
-    window = lowest.astype(np.int32)
-    padded_rel = np.where(real, by_point - lowest[:, None, :], -1).astype(np.int32)
-
-    def k_major(values):
-        return np.ascontiguousarray(values.reshape(blocks, W_BLOCK, width).transpose(0, 2, 1)).ravel()
-
-    padded_src = k_major(padded_src)
-    padded_weight = k_major(padded_weight)
-    padded_rel = k_major(padded_rel)
-    window = window.ravel()
-    mode = mode.ravel()
-    return AxisTable(
-        ptr=np.ascontiguousarray(ptr, dtype=np.int64), src=src.astype(np.int64, copy=False),
-        weight=weight, width=width, padded_src=padded_src, padded_weight=padded_weight,
-        padded_rel=padded_rel, window=np.ascontiguousarray(window), mode=mode,
-        block_window=block_window)
-
+    np.copyto(lowest, block_low[:, None], where=shared[:, None])
+    block_window = np.where(shared, block_low, -1)
+    # Read 3 apart: every k real and 3 apart, or padding alone, one k at least
+    # reading (a shared block spans under 8 elements, so it is never one).
+    apart = (span == 3 * (W_BLOCK - 1)) & ~absent
+    maybe = (_reduce_last(np.logical_and, apart | absent) & _reduce_last(np.logical_or, apart)
+             & ~shared)
+    if maybe.any():
+        # Each source 3 past the one before it, along the whole chunk: a
+        # (block, k) is 3 apart where its first source is real (so are the
+        # rest then) and its W_BLOCK - 1 steps are.
+        flat = by_k.reshape(-1)
+        step3 = np.zeros(flat.size, bool)
+        np.equal(flat[1:], flat[:-1] + 3, out=step3[:-1])
+        steps = step3.reshape(by_k.shape)[..., :W_BLOCK - 1]
+        apart3 = _reduce_last(np.logical_and, steps) & (by_k[..., 0] >= 0)
+        maybe &= (_reduce_last(np.logical_and, apart3 | absent)
+                  & _reduce_last(np.logical_or, apart3))
+        block_window[maybe] = W_STRIDE3
+    k_slots = slice(b0 * width, b1 * width)
+    table.window[k_slots] = lowest.ravel()
+    table.mode[k_slots] = mode.ravel()
+    table.block_window[b0:b1] = block_window
+    rel = table.padded_rel[entries].reshape(n_blocks, width, W_BLOCK)
+    np.subtract(by_k, lowest[:, :, None], out=rel)
+    if same:
+        rel[:, k:] = -1
+        by_k[:, k:] = sentinel
+    else:
+        padding = by_k < 0
+        rel[padding] = -1
+        by_k[padding] = sentinel

@@ -21,6 +21,8 @@ See ``docs/dask.md`` for when to use it and how to chunk.
 """
 
 
+import bisect
+
 import numpy as np
 
 try:
@@ -265,7 +267,12 @@ class _WindowAxis:
             self.windows.append((t0, t1, s0))
             self.extents.append(s1 - s0)
             parts = []
-            for q, (a, b) in enumerate(zip(src_bounds[:-1], src_bounds[1:])):
+            # Only the source chunks that overlap the window (found by
+            # bisection: visiting all of them per result chunk is quadratic
+            # in the chunks of a long axis).
+            for q in range(bisect.bisect_right(src_bounds, s0) - 1,
+                           bisect.bisect_left(src_bounds, s1)):
+                a, b = src_bounds[q], src_bounds[q + 1]
                 lo, hi = max(a, s0), min(b, s1)
                 if lo < hi:
                     parts.append((q, slice(lo - s0, hi - s0), slice(lo - a, hi - a)))

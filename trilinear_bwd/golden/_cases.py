@@ -1,5 +1,9 @@
 """Cases: the commercial standard's generation rules per level, and ATK case files.
 
+Three sources of cases: the level rules (:func:`level_cases`), an ATK case
+file (:func:`atk_cases`) and sizes given by the caller (:func:`given_cases`,
+``golden generate --input-size ... --output-size ...``).
+
 A case is a plain dict (the manifest's entry without file names): ``op``,
 ``dtype``, ``format``, ``input_shape`` (the logical NCDHW shape of the
 operator's input: gradOut for the backward, self for the forward),
@@ -15,7 +19,9 @@ import math
 
 import numpy as np
 
-from ._standards import DTYPES, LEVELS
+from ._dtypes import DTYPES, numpy_dtype
+from ._errors import GoldenError, GoldenFileError
+from ._standards import LEVELS
 
 OPS = ("backward", "forward")
 FORMATS = ("NCDHW", "NDHWC")
@@ -39,20 +45,22 @@ _CHANNELS = (1, 2, 3, 4, 16)
 # standard's 1,000,000 (section 2, note 3).
 MAX_ELEMENTS = 1 << 14
 SPECIAL_VALUES = ("nan", "inf", "-inf", "-inf,inf")
+# The laws a rule's "distribution" names, with the parameters each needs.
+DISTRIBUTIONS = {"uniform": ("low", "high"), "normal": ("mu", "sigma"), "constant": ("special",)}
+# The values of given cases (--values): a few of the level rules' laws, with
+# fixed parameters (``normal`` is ops-cv's randn), and the special values.
+VALUE_LAWS = {
+    "uniform": {"distribution": "uniform", "low": -5.0, "high": 5.0},
+    "normal": {"distribution": "normal", "mu": 0.0, "sigma": 1.0},
+    "small": {"distribution": "uniform", "low": -0.001, "high": 0.001},
+    "outliers": {"distribution": "uniform", "low": -5.0, "high": 5.0, "outliers": True},
+}
+VALUE_LAWS.update({v: {"distribution": "constant", "special": v} for v in SPECIAL_VALUES})
 _SPECIAL_SHAPES = ((1, 1, 2, 2, 2), (1, 2, 3, 4, 5), (2, 1, 4, 1, 3), (1, 3, 5, 5, 1))
 
 _ATK_DTYPES = {"fp16": "float16", "float16": "float16", "bf16": "bfloat16",
                "bfloat16": "bfloat16", "fp32": "float32", "float32": "float32",
                "float": "float32"}
-
-
-def numpy_dtype(name):
-    """The NumPy dtype of a standard dtype name (bfloat16 from ml_dtypes)."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 def _sizes(op, n, c, small, large):
@@ -195,7 +203,7 @@ def values(case):
     return x.astype(numpy_dtype(case["dtype"]))
 
 
-def atk_cases(path, op="backward"):
+def atk_cases(path, op="backward", seed=0):
     """The cases of an ATK case file (ops-cv's ``atk_aclnnUpsampleTrilinear3dBackward.json``).
 
     Each ATK case describes the forward call ``interpolate(input, size=...)``
@@ -214,6 +222,9 @@ def atk_cases(path, op="backward"):
     ----------
     path : str or os.PathLike
     op : {"backward", "forward"}
+    seed : int
+        Draws the laws' parameters within the file's ranges and each case's
+        own seed.
 
     Returns
     -------
@@ -222,20 +233,31 @@ def atk_cases(path, op="backward"):
 
     Raises
     ------
-    ValueError
-        A case the parser cannot read, named by its ATK id and the field.
+    GoldenFileError
+        (a ``ValueError``) The file cannot be read, or cases the parser
+        cannot read: every one named by its ATK id and the field.
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
-    with open(path, encoding="utf-8") as f:
-        try:
+    try:
+        with open(path, encoding="utf-8") as f:
             document = json.load(f)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc})") from None
+    except ValueError as exc:
+        raise GoldenFileError(f"{path}: not JSON ({exc})") from None
+    except OSError as exc:
+        raise GoldenFileError(f"{path}: unreadable ({exc.strerror or exc})") from None
     if not isinstance(document, list):
-        raise ValueError(f"{path}: an ATK case file is a JSON list of cases")
-    rng = np.random.default_rng(0)
-    return [_atk_case(item, op, path, rng) for item in document]
+        raise GoldenFileError(f"{path}: an ATK case file is a JSON list of cases")
+    rng = np.random.default_rng(seed)
+    cases, problems = [], []
+    for item in document:
+        try:
+            cases.append(_atk_case(item, op, path, rng))
+        except GoldenFileError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise GoldenFileError(problems)
+    return cases
 
 
 def _atk_case(item, op, path, rng):
@@ -249,46 +271,166 @@ def _atk_case(item, op, path, rng):
             else:
                 entries[entry["name"]] = entry
         tensor = entries["input"]
-    except (KeyError, TypeError, IndexError) as exc:
-        raise ValueError(f"{where}: no readable 'inputs' with an 'input' tensor ({exc!r})") from None
-    dtype = _ATK_DTYPES.get(str(tensor.get("dtype")).lower())
+        dtype = _ATK_DTYPES.get(str(tensor.get("dtype")).lower())
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise GoldenFileError(f"{where}: inputs: no readable 'input' tensor ({exc!r})") from None
     if dtype is None:
-        raise ValueError(f"{where}: input dtype {tensor.get('dtype')!r} is not one of "
-                         f"{', '.join(sorted(_ATK_DTYPES))}")
+        raise GoldenFileError(f"{where}: input dtype {tensor.get('dtype')!r} is not one of "
+                              f"{', '.join(sorted(_ATK_DTYPES))}")
     shape = tensor.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 5 and all(isinstance(v, int) for v in shape)):
-        raise ValueError(f"{where}: input shape must be 5 integers, got {shape!r}")
-    align = entries.get("align_corners", {}).get("range_values", False)
-    fmt = entries.get("format", {}).get("range_values", "NCDHW")
+    if not (isinstance(shape, list) and len(shape) == 5
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape)):
+        raise GoldenFileError(f"{where}: input shape must be 5 integers >= 0, got {shape!r}")
+    try:
+        align = entries.get("align_corners", {}).get("range_values", False)
+        fmt = entries.get("format", {}).get("range_values", "NCDHW")
+    except AttributeError as exc:
+        raise GoldenFileError(f"{where}: align_corners, format: not readable ({exc!r})") from None
+    if not isinstance(align, bool):
+        raise GoldenFileError(f"{where}: align_corners must be true or false, got {align!r}")
     if fmt not in FORMATS:
-        raise ValueError(f"{where}: format {fmt!r} is not one of {', '.join(FORMATS)}")
-    if "size" in entries:
-        size, scales = [int(v) for v in entries["size"]], [0.0, 0.0, 0.0]
-    elif "scale_factor" in entries:
-        factor = entries["scale_factor"]
-        factor = factor if isinstance(factor, list) else [factor["range_values"]] * 3
-        scales = [float(v) for v in factor]
-        size = [int(n * s) for n, s in zip(shape[2:], scales)]
-    else:
-        raise ValueError(f"{where}: neither 'size' nor 'scale_factor' given")
+        raise GoldenFileError(f"{where}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if "size" not in entries and "scale_factor" not in entries:
+        raise GoldenFileError(f"{where}: neither 'size' nor 'scale_factor' given")
+    try:
+        if "size" in entries:
+            size, scales = [_atk_int(v) for v in entries["size"]], [0.0, 0.0, 0.0]
+        else:
+            factor = entries["scale_factor"]
+            factor = factor if isinstance(factor, list) else [factor["range_values"]] * 3
+            scales = [_atk_real(v) for v in factor]
+            size = [int(n * s) for n, s in zip(shape[2:], scales)]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GoldenFileError(f"{where}: size, scale_factor: not 3 numbers ({exc})") from None
+    if len(size) != 3:
+        raise GoldenFileError(f"{where}: size must have 3 elements, got {size!r}")
     rule = _atk_rule(tensor.get("range_values"), where, rng)
     if tensor.get("outlier_values"):
         rule["outliers"] = True
     rule.update(atk_id=ident, seed=int(rng.integers(2 ** 63)))
     input_shape, result_shape = ((shape[:2] + size, shape) if op == "backward"
                                  else (shape, shape[:2] + size))
-    return _case(op, dtype, fmt, input_shape, result_shape, bool(align), scales, rule)
+    return _case(op, dtype, fmt, input_shape, result_shape, align, scales, rule)
+
+
+def _atk_int(v):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{v!r} is not an integer")
+    return v
+
+
+def _atk_real(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{v!r} is not a finite number")
+    return float(v)
 
 
 def _atk_rule(spec, where, rng):
-    if isinstance(spec, dict) and spec.get("name") == "nd":
-        (m0, m1), (s0, s1) = spec["mean"], spec["std"]
-        return {"distribution": "normal", "mu": float(rng.uniform(m0, m1)),
-                "sigma": float(rng.uniform(s0, s1))}
+    try:
+        if isinstance(spec, dict) and spec.get("name") == "nd":
+            (m0, m1), (s0, s1) = spec["mean"], spec["std"]
+            return {"distribution": "normal", "mu": float(rng.uniform(m0, m1)),
+                    "sigma": float(rng.uniform(s0, s1))}
+    except (KeyError, TypeError, ValueError):
+        pass
     if isinstance(spec, list) and spec and all(isinstance(v, str) for v in spec):
         text = ",".join(v.strip().lower() for v in spec)
         if all(v in ("nan", "inf", "-inf") for v in text.split(",")):
             return {"distribution": "constant", "special": text}
-    if isinstance(spec, list) and len(spec) == 2 and all(isinstance(v, (int, float)) for v in spec):
+    if (isinstance(spec, list) and len(spec) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec)):
         return {"distribution": "uniform", "low": float(spec[0]), "high": float(spec[1])}
-    raise ValueError(f"{where}: input range_values {spec!r} is not a law this parser reads")
+    raise GoldenFileError(f"{where}: input range_values {spec!r} is not a law this parser reads")
+
+
+def sizes(value, count, name, minimum):
+    """``value`` as a tuple of ``count`` integers, each >= the minimum; a :class:`GoldenError` names ``name``.
+
+    Parameters
+    ----------
+    value : sequence of int
+    count : int
+    name : str or None
+        The parameter as the caller wrote it (``input_size``), which starts
+        the message (None: the caller names it).
+    minimum : sequence of int
+        Per element.
+    """
+    name = f"{name}: " if name else ""
+    axes = "NCDHW"[5 - count:]
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != count:
+        raise GoldenError(f"{name}must be {count} integers ({', '.join(axes)}), got {value!r}")
+    out = []
+    for k, (v, low) in enumerate(zip(value, minimum)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise GoldenError(f"{name}{axes[k]} must be an integer, got {v!r}")
+        if v < low:
+            raise GoldenError(f"{name}{axes[k]} must be >= {low}, got {v}")
+        out.append(int(v))
+    return tuple(out)
+
+
+def real_scales(value, name):
+    """``value`` as 3 finite floats (``scalesD, scalesH, scalesW``); a :class:`GoldenError` names ``name`` (or None)."""
+    name = f"{name}: " if name else ""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3:
+        raise GoldenError(f"{name}must be 3 numbers (scalesD, scalesH, scalesW), got {value!r}")
+    for k, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(v):
+            raise GoldenError(f"{name}scales{'DHW'[k]} must be a finite number, got {v!r}")
+    return tuple(float(v) for v in value)
+
+
+def given_cases(op, input_size, output_size, dtypes=DTYPES, formats=("NCDHW",),
+                align_corners=False, scales=(0.0, 0.0, 0.0), values="uniform", seed=0):
+    """Cases of sizes given by the caller: one per dtype and format (ops-cv's ``gen_data.py``).
+
+    Parameters
+    ----------
+    op : {"backward", "forward"}
+    input_size : sequence of 5 int
+        ``(N, C, D, H, W)`` of the volume before upsampling: the backward's
+        ``inputSize`` (gradInput's shape), the forward's self.
+    output_size : sequence of 3 int
+        ``(D, H, W)`` after upsampling: both CANN calls' ``outputSize``.
+    dtypes : sequence of str
+    formats : sequence of {"NCDHW", "NDHWC"}
+    align_corners : bool
+    scales : sequence of 3 float
+        ``scalesD, scalesH, scalesW`` as the CANN call takes them (<= 0: not
+        given; CANN uses them only when all three are > 0).
+    values : str
+        The input's law: a key of :data:`VALUE_LAWS` (``uniform`` [-5, 5],
+        ``normal`` (0, 1), ``small`` [-0.001, 0.001], ``outliers``, or a
+        special value ``nan``, ``inf``, ``-inf``, ``-inf,inf``).
+    seed : int
+
+    Returns
+    -------
+    list of dict
+
+    Raises
+    ------
+    GoldenError
+        (a ``ValueError``) An argument that breaks its rule, named.
+    """
+    if op not in OPS:
+        raise GoldenError(f"op: must be one of {', '.join(OPS)}, got {op!r}")
+    input_size = sizes(input_size, 5, "input_size", (0, 0, 1, 1, 1))
+    output_size = sizes(output_size, 3, "output_size", (1, 1, 1))
+    scales = real_scales(scales, "scales")
+    for name, chosen, allowed in (("dtypes", dtypes, DTYPES), ("formats", formats, FORMATS)):
+        if isinstance(chosen, str) or not chosen or any(v not in allowed for v in chosen):
+            raise GoldenError(f"{name}: must be a non-empty list of {', '.join(allowed)}, "
+                              f"got {chosen!r}")
+    if not isinstance(align_corners, bool):
+        raise GoldenError(f"align_corners: must be True or False, got {align_corners!r}")
+    if values not in VALUE_LAWS:
+        raise GoldenError(f"values: must be one of {', '.join(VALUE_LAWS)}, got {values!r}")
+    rng = np.random.default_rng(seed)
+    n, c = input_size[:2]
+    shapes = _sizes(op, n, c, input_size[2:], output_size)
+    return [_case(op, dtype, fmt, *shapes, align_corners, scales,
+                  dict(VALUE_LAWS[values], seed=int(rng.integers(2 ** 63))))
+            for dtype in dtypes for fmt in formats]

@@ -1,29 +1,26 @@
-"""The golden directory: ``manifest.json`` and raw little-endian ``.bin`` arrays.
+"""A set's ``.bin`` files: raw little-endian arrays, their layouts, and the check of every file a run reads.
 
 A ``.bin`` file holds a case's elements in the order of its format, as
 CANN's ``tofile`` data: NCDHW is the C order of the logical (N, C, D, H, W)
-shape, NDHWC the C order of (N, D, H, W, C).  Golden files are float64;
-inputs and results are in the case's dtype.
+shape, NDHWC the C order of (N, D, H, W, C).  The golden is float64; the
+input, the golden in the case's dtype and the results are in the case's
+dtype.
 """
 
-import json
+import math
 import os
-import tempfile
 
 import numpy as np
 
-from .._status import InvalidArgumentError
-from ._cases import numpy_dtype
+from ._dtypes import GOLDEN_DTYPE, numpy_dtype
+from ._errors import GoldenFileError
 
-MANIFEST = "manifest.json"
-MANIFEST_VERSION = 1
-GOLDEN_DTYPE = "float64"
-_CASE_KEYS = ("id", "op", "dtype", "format", "input_shape", "result_shape", "align_corners",
-              "scales", "input", "golden", "rule")
+ACTUAL_SUFFIX = ".actual.bin"
 
 
-class GoldenFileError(InvalidArgumentError):
-    """A golden or result directory that does not match its manifest (161002); the message names the file."""
+def actual_name(case):
+    """The file name of a case's result in a result folder: ``<id>.actual.bin``."""
+    return f"{case['id']}{ACTUAL_SUFFIX}"
 
 
 def to_file_order(array, fmt):
@@ -41,6 +38,15 @@ def from_file_order(flat, shape, fmt):
     return flat.reshape(shape)
 
 
+def file_element(index, shape, fmt):
+    """The position in a ``fmt`` file of the element at logical ``index`` (N, C, D, H, W)."""
+    n, c, d, h, w = shape
+    if fmt == "NDHWC":
+        i = index
+        return int(np.ravel_multi_index((i[0], i[2], i[3], i[4], i[1]), (n, d, h, w, c)))
+    return int(np.ravel_multi_index(tuple(index), tuple(shape)))
+
+
 def write_array(path, array, fmt):
     """Write a logical NCDHW array as raw little-endian elements in ``fmt``'s order."""
     data = to_file_order(array, fmt)
@@ -51,48 +57,53 @@ def write_array(path, array, fmt):
 def read_array(path, dtype, shape, fmt, what):
     """Read a ``.bin`` file back as a logical NCDHW array; a missing or wrong-sized file is a :class:`GoldenFileError`."""
     dtype = numpy_dtype(dtype) if isinstance(dtype, str) else np.dtype(dtype)
-    count = int(np.prod(shape))
-    expected = count * dtype.itemsize
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        raise GoldenFileError(f"{what}: missing {path}") from None
-    if size != expected:
-        raise GoldenFileError(
-            f"{what}: {path} has {size} bytes, expected {expected} "
-            f"({dtype.name} x {count} elements of shape {tuple(shape)})")
+    problem = _problem(path, dtype, shape)
+    if problem:
+        raise GoldenFileError(f"{what}: {problem}")
     flat = np.fromfile(path, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False)
     return from_file_order(flat, tuple(shape), fmt)
 
 
-def write_manifest(directory, manifest):
-    """Write ``manifest.json`` last and atomically: a directory never holds half a manifest."""
-    fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, os.path.join(directory, MANIFEST))
-
-
-def read_manifest(directory):
-    """Read and check ``DIR/manifest.json``; any problem is a :class:`GoldenFileError` naming it."""
-    path = os.path.join(directory, MANIFEST)
-    if not os.path.isdir(directory):
-        raise GoldenFileError(f"{directory}: not a directory")
+def _problem(path, dtype, shape, role=""):
+    """What is wrong with the file at ``path`` as ``shape`` elements of ``dtype``, or None."""
+    count = math.prod(shape)
+    expected = count * dtype.itemsize
     try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except FileNotFoundError:
-        raise GoldenFileError(f"{path}: not found (run `golden generate` first)") from None
-    except (OSError, ValueError) as exc:
-        raise GoldenFileError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("manifest_version") != MANIFEST_VERSION:
-        raise GoldenFileError(f"{path}: not a golden manifest of version {MANIFEST_VERSION}")
-    cases = manifest.get("cases")
-    if not isinstance(cases, list):
-        raise GoldenFileError(f"{path}: 'cases' must be a list")
-    for k, case in enumerate(cases):
-        missing = [key for key in _CASE_KEYS if not isinstance(case, dict) or key not in case]
-        if missing:
-            raise GoldenFileError(f"{path}: case {k} lacks {', '.join(missing)}")
-    return manifest
+        size = os.path.getsize(path)
+    except OSError:
+        return f"missing {path}{role}"
+    if not os.path.isfile(path):
+        return f"{path}{role} is not a file"
+    if size != expected:
+        return (f"{path}{role} has {size} bytes, expected {expected} ({dtype.name} x {count} "
+                f"elements of shape {tuple(shape)})")
+    return None
+
+
+def listed_files(directory, case, actual=None, reference=None):
+    """Every file a comparison reads for ``case``: ``(path, dtype name, shape, role)``."""
+    result = tuple(case["result_shape"])
+    files = [(os.path.join(directory, case["input"]), case["dtype"], tuple(case["input_shape"]),
+              "the input"),
+             (os.path.join(directory, case["golden"]), GOLDEN_DTYPE, result, "the golden")]
+    if "golden_in_dtype" in case:
+        files.append((os.path.join(directory, case["golden_in_dtype"]), case["dtype"], result,
+                      "the golden in the case's dtype"))
+    if actual is not None:
+        files.append((os.path.join(actual, actual_name(case)), case["dtype"], result,
+                      "the result"))
+    if reference is not None:
+        files.append((os.path.join(reference, actual_name(case)), case["dtype"], result,
+                      "the third party's result"))
+    return files
+
+
+def check_files(directory, cases, actual=None, reference=None):
+    """Every problem with the files of ``cases``, one line each naming the case and the file."""
+    problems = []
+    for case in cases:
+        for path, dtype, shape, role in listed_files(directory, case, actual, reference):
+            problem = _problem(path, numpy_dtype(dtype), shape, f" ({role})")
+            if problem:
+                problems.append(f"case {case['id']}: {problem}")
+    return problems

@@ -7,8 +7,9 @@ The golden and this library's result go through ``trilinear_bwd.aclnn``
 
 import numpy as np
 
-from .._status import InvalidArgumentError
-from ._cases import numpy_dtype
+from .. import _operator
+from .._status import AclnnError, InvalidArgumentError
+from ._dtypes import numpy_dtype
 
 # Two different NaNs per storage type, as bit patterns: an output element the
 # kernel never writes keeps the pre-filled NaN, and so differs between two
@@ -30,6 +31,37 @@ def _in_format(x, fmt):
     if fmt == "NDHWC":
         return np.ascontiguousarray(x.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
     return np.ascontiguousarray(x)
+
+
+def refusal(case):
+    """What the CANN call says of the case's shapes and scales: None when it takes them, else its message.
+
+    The operator's own check (``trilinear_bwd._operator.check`` under CANN's
+    rules), on an input of the case's shape that holds no memory: no file is
+    read and nothing is allocated.
+    """
+    op = _operator.OPERATORS[case["op"]]
+    shape = tuple(case["input_shape"])
+    source = np.broadcast_to(np.zeros((), numpy_dtype(case["dtype"])), shape)
+    result_shape = tuple(case["result_shape"])
+    output_size = shape[2:] if case["op"] == "backward" else result_shape[2:]
+    input_size = None if op.forward else result_shape
+    try:
+        _operator.check(op, source, None, output_size, input_size, case["align_corners"],
+                        case["scales"], rules=_operator.CANN_RULES, allocate=True)
+    except AclnnError as exc:
+        return exc.message
+    return None
+
+
+def cann_scales(case):
+    """The scales CANN uses for the case (``_operator.cann_scales``), as a list of 3 floats.
+
+    All three when all are > 0 and ``align_corners`` is false; else 0.0
+    each (the size ratio on every axis).
+    """
+    return [float(s) for s in _operator.cann_scales([float(s) for s in case["scales"]],
+                                                    bool(case["align_corners"]))]
 
 
 def run_cann(case, x, out):
@@ -108,9 +140,8 @@ def torch_result(case, x):
         t = torch.from_numpy(src)
     if case["format"] == "NDHWC":
         t = t.contiguous(memory_format=torch.channels_last_3d)
-    scales = [float(s) for s in case["scales"]]
     align = bool(case["align_corners"])
-    used = scales if not align and all(s > 0 for s in scales) else [None] * 3
+    used = [s if s > 0 else None for s in cann_scales(case)]
     result_shape = list(case["result_shape"])
     if case["op"] == "backward":
         r = torch.ops.aten.upsample_trilinear3d_backward(t, list(x.shape[2:]), result_shape,

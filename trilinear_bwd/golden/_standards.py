@@ -11,9 +11,13 @@ import math
 
 import numpy as np
 
+from ..reference import ulp
+from ._dtypes import DTYPES, numpy_dtype
+
 STANDARDS = ("commercial", "experimental", "mixed")
+# The commercial standard's levels: its generation rules (section 2) and its
+# bounds (4.5.1) both go by them; the other two standards have none.
 LEVELS = ("L0", "L1", "L2")
-DTYPES = ("float16", "bfloat16", "float32")
 
 # Added to |golden| (relative errors) and to the third party's metric (ratios).
 EPSILON = 1e-7
@@ -85,33 +89,11 @@ def metrics(actual, golden, dtype, reference=None):
         passes).  Figures over no elements are 0.
     """
     name = _check_dtype(dtype)
-    a = np.asarray(actual, dtype=np.float64).ravel()
-    g = np.asarray(golden, dtype=np.float64).ravel()
-    if a.shape != g.shape:
-        raise ValueError(f"actual has {a.size} elements, golden {g.size}")
-    from ._cases import numpy_dtype
-
-    # The truth as the result's type can hold it: a golden beyond the type's
-    # range is an infinity there, and an NPU that returns it is right.
-    with np.errstate(over="ignore"):
-        held = g.astype(numpy_dtype(name)).astype(np.float64)
-    finite = np.isfinite(a) & np.isfinite(held)
-    special = ~finite
-    right = _same_special(a[special], held[special])
-    if reference is not None:
-        r = np.asarray(reference, dtype=np.float64).ravel()
-        if r.shape != g.shape:
-            raise ValueError(f"reference has {r.size} elements, golden {g.size}")
-        right |= _same_special(a[special], r[special])
-    af, gf = a[finite], g[finite]
-    err = np.abs(af - gf)
-    rel = err / (np.abs(gf) + EPSILON)
-    small_threshold, small_error = SMALL_VALUE[name]
-    normal = np.abs(gf) >= small_threshold
+    e = _Elements(actual, golden, name, reference)
+    finite, right = e.finite, e.right[~e.finite]
+    err, rel, gf = e.err[finite], e.rel[finite], e.g[finite]
+    normal = e.normal[finite]
     t = THRESHOLD[name]
-    from ..reference import ulp
-
-    limit = np.maximum(ABS_ERROR_LIMIT[name], ULP_LIMIT * ulp(gf, numpy_dtype(name)))
     matched = int(np.count_nonzero(err <= t + t * np.abs(gf))) + int(np.count_nonzero(right))
 
     def top(x):
@@ -121,8 +103,8 @@ def metrics(actual, golden, dtype, reference=None):
         return float(x.mean()) if x.size else 0.0
 
     return {
-        "elements": int(g.size),
-        "special": int(special.sum()),
+        "elements": int(e.g.size),
+        "special": int(right.size),
         "special_mismatches": int(right.size - np.count_nonzero(right)),
         "mare": top(rel[normal]),
         "mere": mean(rel[normal]),
@@ -130,11 +112,111 @@ def metrics(actual, golden, dtype, reference=None):
         "mare_all": top(rel),
         "mere_all": mean(rel),
         "small": int(np.count_nonzero(~normal)),
-        "small_errors": int(np.count_nonzero(err[~normal] > small_error)),
-        "matched_ratio": matched / g.size if g.size else 1.0,
+        "small_errors": int(np.count_nonzero(err[~normal] > SMALL_VALUE[name][1])),
+        "matched_ratio": matched / e.g.size if e.g.size else 1.0,
         "max_abs_error": top(err),
-        "max_abs_excess": top(err / limit),
+        "max_abs_excess": top(e.excess[finite]),
     }
+
+
+class _Elements:
+    """The per-element figures of one result, flat, in float64 (what :func:`metrics` and :func:`worst` read).
+
+    ``finite``: the result and the golden rounded to the dtype are both
+    finite; ``right``: where not, the special value is right (5.3.3);
+    ``err``, ``rel``, ``excess`` (``|error| / max(limit, 32 ulp)``) and
+    ``normal`` (``|golden|`` at or above the small-value threshold) are
+    meaningful where ``finite``.
+    """
+
+    def __init__(self, actual, golden, name, reference):
+        a = np.asarray(actual, dtype=np.float64).ravel()
+        g = np.asarray(golden, dtype=np.float64).ravel()
+        if a.shape != g.shape:
+            raise ValueError(f"actual has {a.size} elements, golden {g.size}")
+        # The truth as the result's type can hold it: a golden beyond the type's
+        # range is an infinity there, and an NPU that returns it is right.
+        with np.errstate(over="ignore"):
+            held = g.astype(numpy_dtype(name)).astype(np.float64)
+        self.a, self.g = a, g
+        self.finite = np.isfinite(a) & np.isfinite(held)
+        self.right = _same_special(a, held)
+        self.r = None
+        if reference is not None:
+            self.r = np.asarray(reference, dtype=np.float64).ravel()
+            if self.r.shape != g.shape:
+                raise ValueError(f"reference has {self.r.size} elements, golden {g.size}")
+            self.right |= _same_special(a, self.r)
+        with np.errstate(invalid="ignore", over="ignore"):
+            self.err = np.abs(a - g)
+            self.rel = self.err / (np.abs(g) + EPSILON)
+            limit = np.maximum(ABS_ERROR_LIMIT[name],
+                               ULP_LIMIT * ulp(np.where(np.isfinite(g), g, 0.0),
+                                               numpy_dtype(name)))
+            self.excess = self.err / limit
+        self.normal = np.abs(g) >= SMALL_VALUE[name][0]
+
+
+def worst(actual, golden, dtype, standard, count=5, reference=None, small=False):
+    """The elements of one result furthest from the golden by the figure ``standard`` judges.
+
+    Elements whose special value (NaN, an infinity) is wrong come first;
+    then, by decreasing relative error ``|actual - golden| / (|golden| +
+    1e-7)``, the finite elements at or above the small-value threshold
+    (``commercial``: the range its MARE, MERE and RMSE cover) or every
+    finite element (``experimental``); for ``mixed``, by decreasing
+    ``|actual - golden| / max(limit, 32 ulp(golden))``.  Elements without
+    error are not listed.
+
+    Parameters
+    ----------
+    actual, golden : array_like
+        Same shape (the logical NCDHW shape of the case).
+    dtype : {"float16", "bfloat16", "float32"}
+    standard : {"commercial", "experimental", "mixed"}
+    count : int
+        At most this many elements.
+    reference : array_like, optional
+        The third party's result: its value at each element is listed, and a
+        special value equal to it is right (5.3.3).
+    small : bool
+        Instead, the small-value errors the commercial standard counts
+        (finite elements below the threshold whose ``|actual - golden|``
+        exceeds its limit), by decreasing ``|actual - golden|``.
+
+    Returns
+    -------
+    list of dict
+        ``index`` (a tuple into ``golden``'s shape), ``actual``, ``golden``,
+        ``abs_error``, ``relative_error`` and, given ``reference``,
+        ``third_party``; worst first.
+    """
+    name = _check_dtype(dtype)
+    if standard not in STANDARDS:
+        raise ValueError(f"standard must be one of {', '.join(STANDARDS)}, got {standard!r}")
+    shape = np.shape(golden)
+    e = _Elements(actual, golden, name, reference)
+    if small:
+        score = np.where(e.finite & ~e.normal & (e.err > SMALL_VALUE[name][1]), e.err, -1.0)
+    else:
+        score = e.excess if standard == "mixed" else e.rel
+        eligible = e.finite & (e.normal if standard == "commercial" else True)
+        score = np.where(eligible & (score > 0), score, -1.0)
+        score[~e.finite & ~e.right] = np.inf
+    count = min(int(count), int(np.count_nonzero(score >= 0)))
+    if count <= 0:
+        return []
+    picked = np.argpartition(-score, count - 1)[:count]
+    picked = picked[np.argsort(-score[picked], kind="stable")]
+    out = []
+    for k in picked.tolist():
+        item = {"index": tuple(int(i) for i in np.unravel_index(k, shape)),
+                "actual": float(e.a[k]), "golden": float(e.g[k]),
+                "abs_error": float(e.err[k]), "relative_error": float(e.rel[k])}
+        if e.r is not None:
+            item["third_party"] = float(e.r[k])
+        out.append(item)
+    return out
 
 
 def ratios(npu, third):

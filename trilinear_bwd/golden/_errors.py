@@ -1,0 +1,36 @@
+"""The workbench's errors: a set, a path or an argument it cannot use (exit status 2).
+
+They are not the operator's 161002: that status belongs to a call the
+operator refuses, and a missing file or a malformed manifest is no call.
+"""
+
+
+class GoldenError(ValueError):
+    """A golden set, a result folder, a path or an argument the workbench cannot use.
+
+    Every problem found is named, one line each (the case and the field, or
+    the file and what is wrong with it), and nothing is judged or written
+    after one.
+
+    Parameters
+    ----------
+    problems : str or sequence of str
+        One line per problem.
+
+    Attributes
+    ----------
+    problems : list of str
+        The lines, in the order found.
+    exit_status : int
+        2, the command line's status for every such problem.
+    """
+
+    exit_status = 2
+
+    def __init__(self, problems):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class GoldenFileError(GoldenError):
+    """Files that do not match their manifest, a manifest that breaks its format, or a bad path."""

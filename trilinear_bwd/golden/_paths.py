@@ -1,0 +1,110 @@
+"""Whether a path can serve what an argument wants of it, checked before anything is read or written.
+
+Every path the workbench takes (a golden set's folder, a result folder, an
+ATK file, a report or a plot to write) goes through one of these, so a bad
+one is a :class:`GoldenFileError` naming the argument, the path and the
+problem, before any case is generated or judged.  Writes go to a temporary
+file beside the target, renamed over it once complete: a failed write
+leaves no half-written file.
+"""
+
+import os
+import uuid
+
+from ._errors import GoldenFileError
+
+
+def _named(label, path):
+    return f"{label} {os.fspath(path)}" if label else f"{os.fspath(path)}"
+
+
+def _writable_folder(folder, label, path):
+    """A problem with ``folder`` (an existing ancestor of ``path``) as the place to write in, or None."""
+    if not os.path.isdir(folder):
+        return f"{_named(label, path)}: {folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{_named(label, path)}: {folder} is not writable"
+    return None
+
+
+def input_dir(path, label=None, what=""):
+    """Raise unless ``path`` is a directory (``what``: its role, for the message)."""
+    if path is None or not os.path.isdir(path):
+        exists = path is not None and os.path.exists(path)
+        raise GoldenFileError(f"{_named(label, path)}: not a directory"
+                              f"{'' if exists else ' (no such path)'}{what}")
+
+
+def input_file(path, label=None):
+    """Raise unless ``path`` is a readable regular file."""
+    if os.path.isdir(path):
+        raise GoldenFileError(f"{_named(label, path)}: a directory, not a file")
+    if not os.path.isfile(path):
+        raise GoldenFileError(f"{_named(label, path)}: no such file")
+    if not os.access(path, os.R_OK):
+        raise GoldenFileError(f"{_named(label, path)}: not readable")
+
+
+def output_file(path, label=None):
+    """Raise unless a file can be written at ``path`` (its folder exists and is writable)."""
+    if os.path.isdir(path):
+        raise GoldenFileError(f"{_named(label, path)}: a directory; give a file's path")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(folder):
+        raise GoldenFileError(f"{_named(label, path)}: its folder {folder} does not exist")
+    problem = _writable_folder(folder, label, path)
+    if problem is None and os.path.exists(path) and not os.access(path, os.W_OK):
+        problem = f"{_named(label, path)}: not writable"
+    if problem:
+        raise GoldenFileError(problem)
+
+
+def new_dir(path, label=None, replace=False, hint="replace=True"):
+    """Raise unless ``path`` can receive a new set: an empty or absent folder (or any, with ``replace``).
+
+    Returns
+    -------
+    list of str
+        The names ``path`` holds now (empty when absent).
+    """
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise GoldenFileError(f"{_named(label, path)}: not a directory")
+        problem = _writable_folder(os.fspath(path), label, path)
+        if problem:
+            raise GoldenFileError(problem)
+        held = sorted(os.listdir(path))
+        if held and not replace:
+            raise GoldenFileError(
+                f"{_named(label, path)}: not empty ({len(held)} files: an earlier set?); "
+                f"{hint} replaces it, removing what its manifest lists")
+        return held
+    ancestor = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    problem = _writable_folder(ancestor, label, path)
+    if problem:
+        raise GoldenFileError(problem)
+    return []
+
+
+def write_atomically(path, write, label=None):
+    """Call ``write(temporary_path)``, then rename the file over ``path``; an OSError is a :class:`GoldenFileError`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    # A name of our own, created with the umask's permissions (mkstemp's
+    # would leave the renamed file readable by its owner only).
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:12]}")
+    try:
+        open(tmp, "xb").close()
+    except OSError as exc:
+        raise GoldenFileError(f"{_named(label, path)}: cannot be written "
+                              f"({exc.strerror or exc})") from None
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise GoldenFileError(f"{_named(label, path)}: cannot be written "
+                              f"({exc.strerror or exc})") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
