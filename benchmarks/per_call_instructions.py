@@ -7,9 +7,9 @@ Usage::
 Each LABEL=PYTHON is an interpreter with one version of ``trilinear_bwd``
 installed.  One child per interpreter runs every case below under
 ``valgrind --tool=callgrind``: a warm-up, then ``--calls`` calls inside one
-``functools.reduce``, the only stretch callgrind counts
-(``--toggle-collect``) and after which it writes a file of its own
-(``--dump-after``); that count over ``--calls`` is the instructions one call
+``operator.call`` (a function nothing else calls), the only stretch
+callgrind counts (``--toggle-collect``) and after which it writes a file
+of its own (``--dump-after``); that count over ``--calls`` is the instructions one call
 costs, the cost of the Python around the kernel included.  Instruction counts do not depend on what else the machine runs,
 so the figures of two versions compare exactly (``docs/performance.md``).
 One thread (``OMP_NUM_THREADS=1``), tiny volumes: what is counted is the
@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 CHILD = r"""
-import functools
+import operator
 import sys
 
 import numpy as np
@@ -76,7 +76,11 @@ for name in sys.argv[2:]:
     tbt.enable() if name.startswith("enable") else tbt.disable()
     for _ in range(20):
         fn()
-    functools.reduce(lambda _, __: fn(), range(calls), None)     # counted
+
+    def loop():
+        for _ in range(calls):
+            fn()
+    operator.call(loop)                     # counted
 """
 
 CASES = ["enable: F.interpolate", "enable: aten backward", "enable: F.interpolate + backward",
@@ -89,7 +93,7 @@ def per_call(python, cases, calls, script):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        "--toggle-collect=functools_reduce", "--dump-after=functools_reduce",
+                        "--toggle-collect=_operator_call", "--dump-after=_operator_call",
                         python, script, str(calls), *cases],
                        env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0"),
                        check=True, capture_output=True)

@@ -12,7 +12,6 @@ cdef class Runner:
     cdef readonly int requested
     cdef readonly bint follow_default
     cdef readonly Py_ssize_t nbytes
-    cdef readonly int fixed_team
     # The variant's run with the plan bound (counts the team); public so that
     # a test can stand in for it and see the addresses each run gets.
     cdef public object _kernel

@@ -158,8 +158,6 @@ cdef class Runner:
         default at each run (:meth:`team`).
     nbytes : int
         Bytes a run reads and writes.
-    fixed_team : int
-        The team when the caller asked for one (within the plan's slots).
     """
 
     # Filled once, in __cinit__: a second __init__ cannot swap the plan or
@@ -173,21 +171,14 @@ cdef class Runner:
         self._run_team = <RunTeam> <uintptr_t> self.variant.RUN_TEAM
         self.workspace_size = self.plan.workspace_size
         self.nbytes = moved_bytes(call)
-        self.fixed_team = _threads.team_size(self.plan.n_slots, self.nbytes, self.requested,
-                                             False)
-        if 0 < self.workspace_size <= OWN_WORKSPACE_BYTES:
-            self._own = <char*> PyMem_Malloc(self.workspace_size)
-            if self._own == NULL:
-                raise MemoryError()
 
     def __dealloc__(self):
         PyMem_Free(self._own)
 
     def team(self):
         """The team a run uses now (``_threads.team_size``)."""
-        if not self.follow_default:
-            return self.fixed_team
-        return _threads.team_size(self.plan.n_slots, self.nbytes, self.requested, True)
+        return _threads.team_size(self.plan.n_slots, self.nbytes, self.requested,
+                                  self.follow_default)
 
     def run(self, call, uintptr_t workspace, checks=(), addresses=None, threads=None):
         """Run the kernel on ``call``'s arrays with ``workspace`` (an address).
@@ -248,6 +239,11 @@ cdef class Runner:
         cdef uintptr_t workspace
         if threads > 1:
             threads = _threads.fork_safe(threads)
+        if self._own == NULL and 0 < self.workspace_size <= OWN_WORKSPACE_BYTES:
+            # Made at the first raw run: the other runs take a workspace given.
+            self._own = <char*> PyMem_Malloc(self.workspace_size)
+            if self._own == NULL:
+                raise MemoryError()
         if self._own != NULL and not self._own_busy:
             self._own_busy = True
             with nogil:

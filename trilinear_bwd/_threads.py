@@ -29,20 +29,11 @@ def _after_fork_in_child():
     _forked_after_team = _forked_after_team or _team_started
 
 
-def effective(num_threads=None):
-    """The team size ``num_threads`` asks for now, unchecked (OpenMP's default for None).
-
-    Parameters
-    ----------
-    num_threads : int or None
-        Already checked (:func:`resolve`, :func:`is_plain`).
-
-    Returns
-    -------
-    int
-        At least 1; 1 when the package was built without OpenMP.
-    """
-    return _native.effective_n_threads(num_threads)
+# The team size ``num_threads`` asks for now, unchecked (call :func:`resolve`
+# or :func:`is_plain` first): OpenMP's default for None, at least 1, 1 when
+# the package was built without OpenMP.  The compiled function itself, not a
+# wrapper: the torch fast path asks on every call.
+effective = _native.effective_n_threads
 
 
 def is_plain(num_threads):

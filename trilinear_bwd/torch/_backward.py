@@ -8,9 +8,10 @@ allocated, and a remembered geometry's calls on the compiled fast path.
 import torch
 
 from .. import _threads
+from .._runner import variant
 from .._status import InvalidArgumentError, NullArgumentError
 from . import _cache, _pytorch
-from ._fast import Geometry
+from ._fast import Geometry, key
 
 
 def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners,
@@ -117,10 +118,10 @@ def _plain_key(grad_output, output_size, input_size, align_corners, scales, memo
             and all(type(n) is int for n in input_size)
             and all(s is None or type(s) is float for s in scales)):
         return None
-    if not _threads.is_plain(num_threads):
+    if num_threads is not None and not _threads.is_plain(num_threads):
         return None
-    return _cache.call_key("B", grad_output, output_size, tuple(input_size), align_corners,
-                           scales, memory_format, num_threads)
+    return key("B", grad_output, output_size, tuple(input_size), align_corners, *scales,
+               memory_format, num_threads, _threads.effective(num_threads), variant())
 
 
 def _is_lazy(tensor):

@@ -163,13 +163,6 @@ def forget():
     for_drop_in.forget()
 
 
-def call_key(code, tensor, output_size, input_size, align_corners, scales, layout=None,
-             num_threads=None):
-    """The geometry key of a call (``_fast.key``), with the team and variant asked for now."""
-    return _fast.key(code, tensor, output_size, input_size, align_corners, *scales, layout,
-                     num_threads, _threads.effective(num_threads), variant())
-
-
 def cold(limits_to_pytorch, code, key, found, tensor, output_size, input_size, align_corners,
          scales_d, scales_h, scales_w):
     """Either operator's kernel where the fast path cannot finish a call.

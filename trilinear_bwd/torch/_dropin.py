@@ -55,7 +55,8 @@ def _recording():
 
 def _straight(tensor):
     """True if the dispatcher would hand ``tensor`` to the CPU kernel unchanged."""
-    # The compiler's test first: dynamo reads it as True and traces none of the rest.
+    # The compiler's test first: dynamo reads it as True and traces none of the
+    # rest.  (Written out, not through _recording: it runs on every call.)
     return (not torch.compiler.is_compiling() and not _is_tracing()
             and not torch._C._are_functorch_transforms_active()
             and type(tensor) in _PLAIN_TYPES and _dispatch_keys(tensor) == _PLAIN_KEYS
