@@ -176,6 +176,7 @@ def main(argv=None):
 
     losses = {k: [] for k in models}
     times = {k: [] for k in models}
+    step_seconds = {k: [] for k in models}   # every step's, warm-up included (printed)
     calls = tbt.call_counts()["kernel"]
     first_grads = {}
     params = {"pytorch": plain, "trilinear_bwd": fast}
@@ -184,6 +185,7 @@ def main(argv=None):
         with tbt.enabled() if name == "trilinear_bwd" else contextlib.nullcontext():
             loss, seconds = train_step(models[name], opts[name], x, y)
         losses[name].append(loss)
+        step_seconds[name].append(seconds)
         if step >= args.warmup:
             times[name].append(seconds)
         if step == 0:
@@ -205,7 +207,7 @@ def main(argv=None):
             for name in order:
                 one_step(name, step, x, y)
         timed = step >= args.warmup
-        t = {k: v[step - args.warmup] if timed else float("nan") for k, v in times.items()}
+        t = {k: v[step] for k, v in step_seconds.items()}
         print(f"  step {step:2d}{'          ' if timed else ' (warm-up)'}  "
               f"loss {losses['pytorch'][step]:.6f} / {losses['trilinear_bwd'][step]:.6f}   "
               f"{t['pytorch']:6.3f} s / {t['trilinear_bwd']:6.3f} s")
