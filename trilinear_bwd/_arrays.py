@@ -43,7 +43,8 @@ def numpy_dtype(name):
     """The NumPy dtype of one of the four dtype names (bfloat16 from ml_dtypes).
 
     ml_dtypes is imported only when bfloat16 is asked for, so that importing
-    this package does not import it.
+    this package does not import it (through the fork guard, as every
+    first-use import is).
 
     Parameters
     ----------
@@ -54,9 +55,7 @@ def numpy_dtype(name):
     numpy.dtype
     """
     if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(_fork.import_module("ml_dtypes").bfloat16)
     return np.dtype(name)
 
 _DLPACK_CPU = 1  # kDLCPU
