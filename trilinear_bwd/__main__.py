@@ -20,31 +20,29 @@ import numpy as np
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
-def _triple(text):
+def _three(text, convert, what):
+    """D,H,W values (or one for all three) of ``text``, each through ``convert``."""
     try:
-        parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+        parts = [convert(p) for p in text.replace("x", ",").split(",") if p.strip()]
     except ValueError:
         parts = []
     if len(parts) == 1:
         parts *= 3
     if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"expected D,H,W or one size, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected D,H,W or one {what}, got {text!r}")
+    return tuple(parts)
+
+
+def _triple(text):
+    parts = _three(text, int, "size")
     if min(parts) <= 0:
         raise argparse.ArgumentTypeError(f"sizes must be > 0, got {text!r}")
-    return tuple(parts)
+    return parts
 
 
 def _scales(text):
     """D,H,W scale factors (output / input), or one for all three; <= 0: not given."""
-    try:
-        parts = [float(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        parts = []
-    if len(parts) == 1:
-        parts *= 3
-    if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"expected D,H,W scale factors or one, got {text!r}")
-    return tuple(parts)
+    return _three(text, float, "scale factor")
 
 
 def _bounded(low, what):
