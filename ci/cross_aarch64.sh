@@ -217,8 +217,12 @@ print(f"installed: trilinear_bwd {trilinear_bwd.__version__} on {platform.machin
 PY
 "$venv/bin/python" -m trilinear_bwd --version --info
 
+# The main job as users run it, its float64 reference check (slow NumPy,
+# emulated) on a small volume: the CANN worked example and the default
+# volume unchecked, then a small volume checked.
 step "the main job under QEMU: python -m trilinear_bwd"
-"$venv/bin/python" -m trilinear_bwd
+"$venv/bin/python" -m trilinear_bwd --no-check -r 1
+"$venv/bin/python" -m trilinear_bwd -n 1 -c 4 -i 8,9,10 -o 16,17,19 -r 1
 
 # Run under emulation: the tests of what an architecture can get wrong --
 # the kernel's arithmetic and bits (kernel, forward, conversions, tables,
