@@ -58,6 +58,7 @@ def numpy_dtype(name):
         return np.dtype(_fork.import_module("ml_dtypes").bfloat16)
     return np.dtype(name)
 
+
 _DLPACK_CPU = 1  # kDLCPU
 
 # Packages whose arrays need a front end of their own, and the module that
