@@ -11,8 +11,11 @@
 #     that every extension really is instrumented.
 #  3. Check the wiring: a deliberate heap overflow under the same settings
 #     must be reported and must fail, or a clean run below would prove nothing.
-#  4. Run pytest (everything but the tests marked slow: the leak tests measure
-#     RSS, which ASan's shadow memory and quarantine make meaningless) with
+#  4. Run pytest (the suite at its default depth, tests/conftest.py: every
+#     class of test, property tests with fewer examples, the largest
+#     parametrisations sampled, and nothing marked slow -- the leak tests
+#     measure RSS, which ASan's shadow memory and quarantine make
+#     meaningless) with
 #     libasan preloaded into the uninstrumented Python, leak detection off
 #     (CPython keeps its objects until exit) and every report written to a
 #     log file; then the kernel-heavy tests again with the baseline kernel
@@ -160,7 +163,7 @@ run_pytest() {   # label, pytest arguments...
         "$log" || echo "no pytest summary: the process died") | tail -n 1 | tr -d '=')")
     [ "$status" -eq 0 ] || failed=1
 }
-# The whole suite with the variant this processor picks (the first listed) ...
+# The whole suite (default depth) with the variant this processor picks (the first listed) ...
 run_pytest default tests
 # ... and the kernel-heavy tests again with each of the others.
 for variant in $(python -c "from trilinear_bwd import _dispatch; \

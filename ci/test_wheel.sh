@@ -8,10 +8,10 @@
 #     requirements (PyTorch only where the pinned release is a local file,
 #     Python 3.11 here: the tests that need it skip elsewhere); check the
 #     package is the installed one; --version --info; the tests (the
-#     repository's tests/ against the installed package: the whole suite on
-#     the newest interpreter, the wheel's own checks on the others, see
-#     WHEEL_TESTS below; TRILINEAR_BWD_WHEEL_FULL=1 runs the whole suite on
-#     every one); the main job
+#     repository's tests/ against the installed package: the whole suite at
+#     its default depth (tests/conftest.py) on the newest interpreter, the
+#     wheel's own checks on the others, see WHEEL_TESTS below;
+#     TRILINEAR_BWD_WHEEL_FULL=1 runs the whole suite on every one); the main job
 #     `python -m trilinear_bwd`; the import time beyond NumPy (printed, not
 #     judged).  A table of the results closes the step.
 #  2. sdist (with $PYTHON, else python3): pip install <sdist> (compiles it on
@@ -57,7 +57,8 @@ done
 # What a wheel can get wrong that the source tree cannot: a compiled kernel
 # giving other bits (the digests of every dtype, layout, operator and
 # variant), a module or file missing from it, an interpreter's differences
-# in the front ends.  The whole suite runs from source too (`pytest`), on
+# in the front ends.  The whole suite runs from source too (`pytest`, at
+# full depth in .ci/run), on
 # the oldest interpreter against the dependency floors (test_floors.sh) and
 # under the sanitizers (sanitize.sh): running it on all five wheels as well
 # would spend a third of CI's time on the same tests.
@@ -122,6 +123,11 @@ test_one() {
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --quiet "$wheel"
     mapfile -t reqs < <(test_requirements "$venv" other)
+    if [ "$full" != 1 ]; then
+        # The wheel's own checks use no Dask: leave it (and the two dozen
+        # packages it brings) out of the older interpreters' environments.
+        mapfile -t reqs < <(printf '%s\n' "${reqs[@]}" | grep -viE '^(dask|distributed)\b' || true)
+    fi
     torch_spec="$(test_requirements "$venv" torch)"
     # PyTorch only from a local file (pip's find-links): never a download, so
     # never the multi-gigabyte CUDA build; its own requirements come from the
@@ -139,7 +145,7 @@ test_one() {
 
     if [ "$full" = 1 ]; then
         tests=("$repo/tests")
-        echo "-- tests against the installed wheel: the whole suite"
+        echo "-- tests against the installed wheel: the whole suite (default depth)"
     else
         tests=("${WHEEL_TESTS[@]/#/$repo/tests/}")
         echo "-- tests against the installed wheel: the wheel's checks (${WHEEL_TESTS[*]})"

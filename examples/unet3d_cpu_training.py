@@ -11,8 +11,10 @@ the script prints:
 * the time of a whole training step (forward, backward, optimizer) for
   each, and the speedup (the median of the per-step ratios: each pair of
   steps runs back to back, so both see the same machine load);
-* the largest relative difference between the two loss curves (they differ
-  only by the float32 rounding of the upsampling gradients);
+* the largest relative difference between the two loss curves, and between
+  the first step's parameter gradients (these differ only by the float32
+  rounding of the upsampling gradients; the optimizer's steps then carry
+  such differences forward, so the curves drift apart slowly);
 * for context, the time of the upsampling backward alone on the model's
   shapes, PyTorch's kernel against this library's, measured side by side.
 
@@ -176,6 +178,7 @@ def main(argv=None):
 
     losses = {k: [] for k in models}
     times = {k: [] for k in models}
+    step_seconds = {k: [] for k in models}   # every step's, warm-up included (printed)
     calls = tbt.call_counts()["kernel"]
     first_grads = {}
     params = {"pytorch": plain, "trilinear_bwd": fast}
@@ -184,6 +187,7 @@ def main(argv=None):
         with tbt.enabled() if name == "trilinear_bwd" else contextlib.nullcontext():
             loss, seconds = train_step(models[name], opts[name], x, y)
         losses[name].append(loss)
+        step_seconds[name].append(seconds)
         if step >= args.warmup:
             times[name].append(seconds)
         if step == 0:
@@ -205,7 +209,7 @@ def main(argv=None):
             for name in order:
                 one_step(name, step, x, y)
         timed = step >= args.warmup
-        t = {k: v[step - args.warmup] if timed else float("nan") for k, v in times.items()}
+        t = {k: v[step] for k, v in step_seconds.items()}
         print(f"  step {step:2d}{'          ' if timed else ' (warm-up)'}  "
               f"loss {losses['pytorch'][step]:.6f} / {losses['trilinear_bwd'][step]:.6f}   "
               f"{t['pytorch']:6.3f} s / {t['trilinear_bwd']:6.3f} s")
@@ -248,9 +252,18 @@ def main(argv=None):
           f"{best['trilinear_bwd'] * 1e3:.1f} ms; PyTorch's upsampling backward is "
           f"{100 * best['pytorch'] / step_best:.0f}% of its best training step, which bounds "
           f"the step speedup at {step_best / max(step_best - saved, 1e-9):.3f}x")
-    tolerance = 1e-4
-    if rel > tolerance:
-        raise SystemExit(f"loss curves differ by {rel:.2e} > {tolerance:g}")
+    # Same weights, same first batch: the first step's gradients differ by
+    # the upsampling gradients' float32 rounding alone.  Every Adam step
+    # after it feeds such differences back into the weights (Adam scales each
+    # update to about the learning rate, however small the gradient), so the
+    # loss curves drift apart slowly with the number of steps
+    # (docs/performance.md, "A whole training step").  Each is held to its
+    # own bound.
+    grad_tolerance, loss_tolerance = 1e-4, 1e-3
+    if grad_diff > grad_tolerance:
+        raise SystemExit(f"first-step gradients differ by {grad_diff:.2e} > {grad_tolerance:g}")
+    if rel > loss_tolerance:
+        raise SystemExit(f"loss curves differ by {rel:.2e} > {loss_tolerance:g}")
     return speedup, rel
 
 

@@ -1,9 +1,101 @@
-"""Shared helpers: dtypes, layouts, the reference comparison."""
+"""Shared helpers: dtypes, layouts, the reference comparison; how much the run covers.
+
+Two depths of the same classes of test:
+
+* ``pytest`` (the default, a few minutes on 2 cores): property tests draw
+  fewer examples (:func:`examples`, hypothesis profile ``dev``), the largest
+  parametrisations run a fixed, spread sample of their cases (:func:`sample`),
+  and tests marked ``slow`` are deselected;
+* ``TRILINEAR_BWD_TESTS=full pytest`` (CI): every example count as written
+  (profile ``ci``), every case, the slow tests.
+
+``-m`` on the command line always wins over the default deselection
+(``pytest -m slow`` runs the slow tests alone).
+"""
+
+import itertools
+import os
+import random
 
 import numpy as np
 import pytest
 
 from trilinear_bwd import reference
+from trilinear_bwd._arrays import numpy_dtype
+
+# The one switch between the two depths.
+FULL = os.environ.get("TRILINEAR_BWD_TESTS", "").strip().lower() == "full"
+# The default run's share of a property test's examples.
+DEV_EXAMPLE_SHARE = 4
+DEV_MIN_EXAMPLES = 10
+
+try:
+    from hypothesis import settings as _settings
+except ImportError:  # an installed test suite without hypothesis: its tests skip
+    _settings = None
+else:
+    _settings.register_profile("ci", deadline=None, print_blob=True)
+    _settings.register_profile("dev", deadline=None,
+                               max_examples=max(DEV_MIN_EXAMPLES, 100 // DEV_EXAMPLE_SHARE))
+    _settings.load_profile("ci" if FULL else "dev")
+
+
+def examples(count):
+    """A property test's ``max_examples``: ``count`` in the full run, a quarter by default."""
+    if FULL:
+        return count
+    return max(min(count, DEV_MIN_EXAMPLES), count // DEV_EXAMPLE_SHARE)
+
+
+def sample(cases, keep):
+    """Every case of a parametrisation in the full run; ``keep`` of them, spread, by default.
+
+    The sample is fixed (every ``len(cases) / keep``-th case, first and last
+    included), so that a failure reproduces; the full run (CI) runs them all.
+    """
+    cases = list(cases)
+    if FULL or keep >= len(cases):
+        return cases
+    if keep <= 1:
+        return cases[:1]
+    step = (len(cases) - 1) / (keep - 1)
+    return [cases[round(k * step)] for k in range(keep)]
+
+
+def sample_product(keep, *axes):
+    """Every combination of ``axes`` in the full run; ``keep`` of them by default.
+
+    The default's combinations are fixed (drawn by a seeded generator) and
+    chosen so that every value of every axis appears in at least one of
+    them; the full run (CI) runs the whole product.  Returns a list of
+    tuples for ``pytest.mark.parametrize("a,b,...", ...)``.
+    """
+    axes = [list(axis) for axis in axes]
+    full = list(itertools.product(*(range(len(axis)) for axis in axes)))
+    if not FULL and keep < len(full):
+        order = random.Random(len(full)).sample(full, len(full))
+        unseen = [set(range(len(axis))) for axis in axes]
+        chosen = []
+        for case in order:  # first the cases that show an unseen value
+            if any(i in unseen[a] for a, i in enumerate(case)):
+                chosen.append(case)
+                for a, i in enumerate(case):
+                    unseen[a].discard(i)
+        chosen += [case for case in order if case not in chosen][:max(0, keep - len(chosen))]
+        full = sorted(chosen)
+    return [tuple(axis[i] for axis, i in zip(axes, case)) for case in full]
+
+
+def pytest_configure(config):
+    # A test named by its node id (path::name) runs even if it is slow.
+    named = any("::" in str(arg) for arg in config.args)
+    if not FULL and not config.option.markexpr and not named:
+        config.option.markexpr = "not slow"
+
+
+def pytest_report_header(config):
+    return (f"trilinear_bwd tests: {'full (TRILINEAR_BWD_TESTS=full)' if FULL else 'default'}"
+            f" depth; hypothesis profile {'ci' if FULL else 'dev'}")
 
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
 FULL_DTYPES = ["float32", "float64"]
@@ -16,11 +108,7 @@ OUT_LAYOUTS = ["ncdhw", "ndhwc"]
 
 def np_dtype(name):
     """The NumPy dtype for a dtype name (bfloat16 from ml_dtypes)."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+    return numpy_dtype(name)
 
 
 def in_layout(values, layout):

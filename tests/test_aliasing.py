@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 from _hardening import _view, layouts, torch_or_none
-from conftest import assert_matches_reference, np_dtype
+from conftest import assert_matches_reference, examples, np_dtype
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -57,7 +57,7 @@ def two_views(draw):
     return buf, go, gi
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=list(HealthCheck))
 @given(two_views(), st.sampled_from(["two phases", "one call", "aclnn", "update_arrays"]))
 def test_views_of_one_buffer(views, entry):
     buf, go, gi = views

@@ -14,7 +14,7 @@ from trilinear_bwd import _tables, reference  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 
-from conftest import DTYPES, np_dtype, random_grad  # noqa: E402
+from conftest import DTYPES, np_dtype, random_grad, sample_product  # noqa: E402
 
 # (grad_out spatial shape, input spatial size, align_corners, scales): up- and
 # downsampling, both coordinate modes, given scales and an identity axis.
@@ -135,8 +135,7 @@ def assert_chunks(lazy, source, size):
         assert len(lazy.chunks[2 + k]) <= len(source.chunks[2 + k])
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("dtype,case", sample_product(6, DTYPES, range(len(CASES))))
 def test_spatial_chunks_bitwise_equal_to_one_call(dtype, case):
     spatial, size, ac, scales = CASES[case]
     g = random_grad((3, 4) + spatial, dtype, seed=10 + case)
@@ -150,8 +149,7 @@ def test_spatial_chunks_bitwise_equal_to_one_call(dtype, case):
         assert np.array_equal(bits(got), bits(expected)), chunks
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("dtype,case", sample_product(6, DTYPES, range(len(CASES))))
 def test_forward_chunks_bitwise_equal_to_one_call(dtype, case):
     # The forward of each case: the volume of the backward's input size to
     # its grad_out's size.

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 import pytest
 from _hardening import UNDER_SANITIZER, blocked_stream
-from conftest import assert_matches_reference, random_grad
+from conftest import assert_matches_reference, examples, random_grad
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,6 +129,7 @@ def test_1_toggling_is_a_switch_not_a_registration(torch):
     assert tbt.call_counts() == before
 
 
+@pytest.mark.slow
 def test_1_toggling_under_load_short(torch):
     result = _toggle_in_subprocess(5)
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr[-2000:])
@@ -352,7 +353,7 @@ def _strided_tensor(torch, values, perm, step, offset):
     return view
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_torch_cases(), seed=st.integers(0, 2**16))
 def test_fuzz_torch_tensors(torch, case, seed):
     dtype, gshape, ishape, perm, step, offset, flag, out_kind = case
@@ -483,7 +484,7 @@ def test_6_update_arrays_and_destroy_never_wait_for_a_queued_run():
 # update_arrays / synchronize / destroy from several threads, checked against
 # a sequential model of what each launch must write.
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(ops=st.lists(st.sampled_from(["launch", "launch", "update", "sync", "destroy",
                                      "execute"]), min_size=1, max_size=25),
        threads=st.integers(1, 3))

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import sample
 
 import trilinear_bwd
 from trilinear_bwd import _environ
@@ -85,8 +86,8 @@ def _cases():
             yield name, value
 
 
-@pytest.mark.parametrize("name,value", list(_cases()),
-                         ids=[f"{n}={v[:12]!r}" for n, v in _cases()])
+@pytest.mark.parametrize("name,value", sample(_cases(), 10),
+                         ids=[f"{n}={v[:12]!r}" for n, v in sample(_cases(), 10)])
 def test_a_bad_value_never_breaks_import_or_a_call(name, value):
     result = _run(name, value)
     assert result.returncode == 0, result.stderr

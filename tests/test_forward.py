@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from _hardening import UNDER_SANITIZER
 from conftest import (
+    examples,
+    sample_product,
     DTYPES,
     FULL_DTYPES,
     HALF_DTYPES,
@@ -298,7 +300,7 @@ def problems(draw):
     return (n, c) + ins, tuple(outs), align, tuple(scales)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(), st.integers(0, 2**32 - 1))
 def test_adjoint_identity(problem, seed):
     """<forward(x), g> == <x, backward(g)>, both by this library, in float64."""
@@ -342,9 +344,9 @@ def test_bitwise_identical_for_every_layout(dtype):
             np.testing.assert_array_equal(bits(y), base, err_msg=f"{layout} -> {out_layout}")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("channels", [2, 3, 8, 12, 16, 32, 40, 64, 65])
-@pytest.mark.parametrize("stream", [False, True], ids=["stored", "streamed"])
+@pytest.mark.parametrize("dtype,channels,stream",
+                         sample_product(12, ["float32", "float64"],
+                                        [2, 3, 8, 12, 16, 32, 40, 64, 65], [False, True]))
 def test_channels_last_every_variant_gives_the_channels_first_bits(dtype, channels, stream,
                                                                     monkeypatch):
     """Every forward table has two terms a point, which the channels-last W pass
@@ -858,7 +860,7 @@ def values(draw, shape, dtype):
     return x.astype(dtype)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), problems(), st.sampled_from(FULL_DTYPES), st.sampled_from(IN_LAYOUTS),
        st.integers(1, 3))
 def test_random_problems_match_reference(data, problem, dtype, layout, threads):

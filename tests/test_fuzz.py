@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from _hardening import Guarded, guarded_bytes, layouts, torch_or_none
-from conftest import DTYPES, assert_matches_reference, np_dtype
+from conftest import DTYPES, assert_matches_reference, examples, np_dtype
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -55,10 +55,11 @@ SCALE = float(os.environ.get("TRILINEAR_BWD_FUZZ_SCALE", "1"))
 TORCH = torch_or_none()
 
 
-def fuzz(examples):
-    """Hypothesis settings for a fuzz test: ``examples`` times the scale."""
+def fuzz(count):
+    """Hypothesis settings for a fuzz test: ``count`` examples (a quarter by
+    default, conftest.examples) times the scale."""
     return settings(
-        max_examples=max(1, int(examples * SCALE)),
+        max_examples=max(1, int(examples(count) * SCALE)),
         deadline=None,
         suppress_health_check=list(HealthCheck),
         print_blob=True,

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from conftest import (
+    sample_product,
     DTYPES,
     IN_LAYOUTS,
     OUT_LAYOUTS,
@@ -263,9 +264,8 @@ def test_tail_shapes_reach_every_w_read_path():
                                                              _plan.W_ROWS_STREAMED)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("in_lay", IN_LAYOUTS)
-@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("dtype,in_lay,align_corners",
+                         sample_product(10, DTYPES, IN_LAYOUTS, [False, True]))
 def test_kernel_variants_are_bitwise_identical_on_tails_layouts_and_threads(
         dtype, in_lay, align_corners):
     """Every variant gives every other's bits on row lengths and channel counts
@@ -289,8 +289,7 @@ def test_kernel_variants_are_bitwise_identical_on_tails_layouts_and_threads(
         assert_matches_reference(result, g, size, align_corners)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("in_lay", IN_LAYOUTS)
+@pytest.mark.parametrize("dtype,in_lay", sample_product(6, DTYPES, IN_LAYOUTS))
 def test_variants_and_layouts_agree_on_non_finite_and_overflowing_values(dtype, in_lay):
     """NaN (with payloads), infinities, the largest finite values (whose sums
     overflow when rounded to the storage type) and values near the smallest
@@ -505,9 +504,8 @@ def _run_mode(variant, op, source, target_shape, out_layout, whole, n_threads, s
     return out
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("op", ["backward", "forward"])
-@pytest.mark.parametrize("shape", WHOLE_PLANE_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype,op,shape",
+                         sample_product(14, DTYPES, ["backward", "forward"], WHOLE_PLANE_SHAPES))
 def test_whole_channels_last_planes_give_the_rings_bits(dtype, op, shape):
     """A channels-last plane summed over D, H and W whole (small planes) and
     the same plane through the ring of D sums row by row give the same bits

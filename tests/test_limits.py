@@ -18,6 +18,7 @@ import mmap
 import numpy as np
 import pytest
 from _hardening import UNDER_SANITIZER, rss_bytes
+from conftest import sample
 
 import trilinear_bwd as tb
 from trilinear_bwd import aclnn
@@ -92,7 +93,7 @@ def rejected(go, gi, match):
 # -- 2**20 per dimension ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("axis", range(5))
+@pytest.mark.parametrize("axis", sample(range(5), 3))
 def test_every_dimension_at_the_limit_runs(axis):
     """2**20 along one axis of both arrays (in == out, the identity): run and compare exactly."""
     shape = tuple(MAX_DIM if k == axis else 1 for k in range(5))

@@ -12,6 +12,7 @@ import gc
 
 import numpy as np
 import pytest
+from conftest import sample_product
 
 import trilinear_bwd as tb
 from trilinear_bwd import ExecutionError
@@ -60,8 +61,8 @@ TORCH_MOVES = {
 }
 
 
-@pytest.mark.parametrize("move", sorted(TORCH_MOVES))
-@pytest.mark.parametrize("launch", ["execute", "stream"])
+@pytest.mark.parametrize("move,launch",
+                         sample_product(5, sorted(TORCH_MOVES), ["execute", "stream"]))
 def test_a_moved_torch_workspace_is_taken_afresh_or_refused(torch, move, launch):
     g = torch.rand(G)
     gi = torch.empty(I)
@@ -90,8 +91,8 @@ def test_a_moved_torch_workspace_is_taken_afresh_or_refused(torch, move, launch)
     torch.testing.assert_close(gi, first, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("move", sorted(TORCH_MOVES))
-@pytest.mark.parametrize("which", ["grad_out", "grad_input"])
+@pytest.mark.parametrize("move,which",
+                         sample_product(5, sorted(TORCH_MOVES), ["grad_out", "grad_input"]))
 def test_a_moved_bound_tensor_is_refused_or_still_owned(torch, move, which):
     g = torch.rand(G)
     gi = torch.empty(I)

@@ -5,6 +5,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import assert_matches_reference, np_dtype, random_grad
+from conftest import sample, sample_product
 
 import trilinear_bwd as tb
 from trilinear_bwd import _pool
@@ -29,8 +30,9 @@ def _call(dtype="float32", layout_cl=False):
     return g, tb.upsample_trilinear3d_backward(g, BIG[2:])
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype,channels_last",
+                         sample_product(4, ["float32", "float64", "float16", "bfloat16"],
+                                        [False, True]))
 def test_a_dead_result_is_reused_and_recomputed_right(dtype, channels_last):
     g, first = _call(dtype, channels_last)
     assert first.dtype == np_dtype(dtype)
@@ -115,7 +117,7 @@ def _give_back(*temporaries):
     gc.collect()
 
 
-@pytest.mark.parametrize("order", [(1, 2, 3), (3, 2, 1), (2, 3, 1)])
+@pytest.mark.parametrize("order", sample([(1, 2, 3), (3, 2, 1), (2, 3, 1)], 1))
 def test_a_returned_block_evicts_the_least_recently_used(order):
     """Limit for three blocks; a fourth size evicts the size used least recently."""
     sizes = {m: m * MIB + 64 for m in (1, 2, 3, 4)}
@@ -145,7 +147,7 @@ def test_taking_a_block_makes_its_size_recent():
     assert _pool.stats()["blocks"] == {sizes[1]: 1, sizes[3]: 1}
 
 
-@pytest.mark.parametrize("limit_mib", [0, 3, 7])
+@pytest.mark.parametrize("limit_mib", sample([0, 3, 7], 1))
 def test_the_pool_never_holds_more_than_its_limit(limit_mib):
     _pool.set_limit(limit_mib * MIB)
     rng = np.random.default_rng(limit_mib)

@@ -2,6 +2,7 @@
 
 import numpy as np
 from conftest import DTYPES, IN_LAYOUTS, OUT_LAYOUTS, assert_matches_reference, in_layout, np_dtype
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def problems(draw):
     return (n, c) + ins, tuple(outs), align, tuple(scales)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(), st.sampled_from(DTYPES), st.sampled_from(IN_LAYOUTS),
        st.sampled_from(OUT_LAYOUTS), st.integers(1, 4), st.integers(0, 2**32 - 1))
 def test_random_problems_match_reference(problem, dtype, layout, out_layout, threads, seed):
@@ -42,7 +43,7 @@ def test_random_problems_match_reference(problem, dtype, layout, out_layout, thr
     assert_matches_reference(out, g, input_size, align, scales)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(problems(), st.integers(0, 2**32 - 1))
 def test_adjoint_identity(problem, seed):
     """<forward(x), g> == <x, backward(g)>: an independent check of the whole operator."""

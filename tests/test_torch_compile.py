@@ -114,6 +114,7 @@ def _run(script, env=None):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_graphs_traced_while_disabled_are_pytorchs():
     out = _run(_graphs_script("""
         out["pytorch"] = graphs(layer, x)            # this library not imported
@@ -209,6 +210,7 @@ def test_the_tiny_rule_counts_concrete_output_elements():
     assert not _torch_compile.tiny((1, 1, 2, 2, 2), (Symbolic(), 4, 4))
 
 
+@pytest.mark.slow
 def test_the_first_enable_discards_frames_compiled_before_it():
     out = _run(textwrap.dedent("""
         import json

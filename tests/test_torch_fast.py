@@ -516,6 +516,7 @@ def test_tensor_states_of_a_known_geometry_are_right_by_every_route(op, state, f
         assert _cache.geometries, f"{name} remembered no geometry: its fast path went untested"
 
 
+@pytest.mark.slow
 def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
     """bench --sweep's plumbing (never its timings): every op and layout, both contenders."""
     from trilinear_bwd import _bench_calls
@@ -535,6 +536,7 @@ def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
     assert len(table) == 2 + len(rows) and table[2].startswith("| forward | NCDHW | (1, 1, 2, 2, 2)")
 
 
+@pytest.mark.slow
 def test_the_sweeps_pytorch_side_runs_apart_and_reports_its_failures(monkeypatch):
     """PyTorch's side of bench --sweep: a process without this library's registration."""
     from trilinear_bwd import _bench_calls

@@ -17,6 +17,7 @@ from trilinear_bwd import _api, _pool  # noqa: E402
 from trilinear_bwd.torch import _arrays as _torch_arrays, _cache  # noqa: E402
 from trilinear_bwd._status import InvalidArgumentError  # noqa: E402
 from _hardening import UNDER_SANITIZER  # noqa: E402
+from conftest import sample_product  # noqa: E402
 
 # Most of these calls end in a C++ exception of PyTorch's (its argument and
 # size checks, the drop-in's capture of F.interpolate's arguments); under
@@ -246,9 +247,9 @@ def _results(dtype, fmt, shape):
 # (PyTorch warns that resizing a non-empty out= is deprecated: it does so for
 # its own tensors too.)
 @pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
-@pytest.mark.parametrize("shape", [(1, 2, 3, 4, 5), (2, 8, 24, 24, 24)], ids=str)
-@pytest.mark.parametrize("fmt", list(FORMATS))
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,fmt,dtype",
+                         sample_product(6, [(1, 2, 3, 4, 5), (2, 8, 24, 24, 24)], list(FORMATS),
+                                        DTYPES))
 def test_results_are_resizable_like_pytorchs(restore_pytorch_kernel, dtype, fmt, shape):
     results = _results(dtype, fmt, shape)
     for name, t in results.items():

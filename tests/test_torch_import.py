@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from _hardening import UNDER_SANITIZER
+from conftest import sample
 
 pytest.importorskip("torch")
 
@@ -38,7 +39,7 @@ def _run(body):
     return result.stdout
 
 
-@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+@pytest.mark.parametrize("layout", sample(["NCDHW", "NDHWC"], 1))
 def test_import_registers_no_kernel_and_enters_no_python(layout):
     """Before enable(): PyTorch's own CPU kernels, and no call reaches this library's Python."""
     _run(r"""
@@ -95,9 +96,10 @@ assert tbt.call_counts()["forward"] == 1 and tbt.call_counts()["kernel"] == 1
 # ends in a C++ throw: under ci/sanitize.sh ASan's __cxa_throw interceptor
 # aborts the process (as test_forward.py notes).
 @pytest.mark.skipif(UNDER_SANITIZER, reason="PyTorch's C++ throws abort under ASan")
-@pytest.mark.parametrize("spelling, registers", [("scale_factor=2", False),
-                                                 ("size=(6, 8, 10)", False),
-                                                 ("size=torch.Size([6, 8, 10])", True)])
+@pytest.mark.parametrize("spelling, registers", sample([("scale_factor=2", False),
+                                                        ("size=(6, 8, 10)", False),
+                                                        ("size=torch.Size([6, 8, 10])", True)],
+                                                       2))
 def test_drop_in_registers_only_when_it_must(spelling, registers):
     """The drop-in reads plain arguments itself; F.interpolate's other spellings register."""
     out = _run(r"""

@@ -1,9 +1,11 @@
-"""``python -m trilinear_bwd``: run the backward on a case, check it, time it.
+"""``python -m trilinear_bwd``: run the backward (or the forward) on a case, check it, time it.
 
 Without arguments it runs the CANN documentation's worked example, then a
 U-Net-sized volume (2 x 32 x 32^3 <- 64^3), compares each result with the
 float64 NumPy reference and prints shapes, the largest error against the
-error bound, and the time.  Exit status 1 if a result is out of bounds.
+error bound, and the time.  ``--forward`` runs the forward operator on the
+volume instead, ``--scales`` passes the forward's scale factors.  Exit
+status 1 if a result is out of bounds.
 
 ``python -m trilinear_bwd golden generate|compare ...`` is the golden-data
 workbench (``trilinear_bwd.golden``, docs/golden.md).
@@ -18,26 +20,29 @@ import numpy as np
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
-def _dtype(name):
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
-def _triple(text):
+def _three(text, convert, what):
+    """D,H,W values (or one for all three) of ``text``, each through ``convert``."""
     try:
-        parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+        parts = [convert(p) for p in text.replace("x", ",").split(",") if p.strip()]
     except ValueError:
         parts = []
     if len(parts) == 1:
         parts *= 3
     if len(parts) != 3:
-        raise argparse.ArgumentTypeError(f"expected D,H,W or one size, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected D,H,W or one {what}, got {text!r}")
+    return tuple(parts)
+
+
+def _triple(text):
+    parts = _three(text, int, "size")
     if min(parts) <= 0:
         raise argparse.ArgumentTypeError(f"sizes must be > 0, got {text!r}")
-    return tuple(parts)
+    return parts
+
+
+def _scales(text):
+    """D,H,W scale factors (output / input), or one for all three; <= 0: not given."""
+    return _three(text, float, "scale factor")
 
 
 def _bounded(low, what):
@@ -68,7 +73,7 @@ def _threads(text):
 # Options whose value may start with "-" (a size such as -4,8,8): argparse
 # would take it for an option and say "expected one argument".
 _VALUE_OPTIONS = ("-i", "--input", "-o", "--output", "-t", "--threads", "-n", "--batch",
-                  "-c", "--channels", "-r", "--repeat", "--seed")
+                  "-c", "--channels", "-r", "--repeat", "--seed", "--scales")
 
 
 def _join_negative_values(argv):
@@ -97,9 +102,10 @@ def parser():
     p = _Parser(
         prog="python -m trilinear_bwd",
         description=(
-            "Run UpsampleTrilinear3dBackward on a case, check it against the float64 "
-            "NumPy reference, and report the error and the time. With no shape "
-            "options: the CANN worked example, then a 2x32x32^3 <- 64^3 volume."
+            "Run UpsampleTrilinear3dBackward (or, with --forward, UpsampleTrilinear3d) "
+            "on a case, check it against the float64 NumPy reference, and report the "
+            "error and the time. With no shape options: the CANN worked example, then "
+            "a 2x32x32^3 <- 64^3 volume."
         ),
         epilog="Golden data and Ascend's precision standards: "
                "python -m trilinear_bwd golden --help",
@@ -115,6 +121,13 @@ def parser():
     p.add_argument("--layout", choices=("ncdhw", "ndhwc"), default="ncdhw",
                    help="memory layout of gradOut and gradInput, default ncdhw")
     p.add_argument("--align-corners", action="store_true", help="corner-aligned coordinates")
+    p.add_argument("--scales", type=_scales, default=(0.0, 0.0, 0.0), metavar="D,H,W",
+                   help="the forward's scale factors (output / input, or one for all "
+                        "axes); with half-pixel coordinates each must give "
+                        "floor(input * scale) == output; default: not given")
+    p.add_argument("--forward", action="store_true",
+                   help="run the forward (upsampling input -> output) instead of the backward; "
+                        "no worked example")
     p.add_argument("--threads", "-t", type=_threads, default=None,
                    help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
     p.add_argument("--repeat", "-r", type=_bounded(1, "repeat"), default=5,
@@ -135,18 +148,28 @@ def _layout(values, layout):
     return np.ascontiguousarray(values)
 
 
-def run_case(title, grad_out, input_size, align_corners, threads, repeat, check):
-    """Run one case; print its report; return True if it passed the check."""
+def run_case(title, source, target_size, align_corners, threads, repeat, check,
+             scales=(0.0, 0.0, 0.0), forward=False):
+    """Run one case; print its report; return True if it passed the check.
+
+    The backward reads ``source`` (gradOut) and writes a gradInput of
+    ``target_size``; with ``forward`` it upsamples ``source`` to an output
+    of ``target_size``.
+    """
     import trilinear_bwd as tb
     from trilinear_bwd import reference
 
-    out = np.empty(input_size, dtype=grad_out.dtype)
-    if not grad_out.flags.c_contiguous:  # channels-last in, channels-last out
-        n, c, d, h, w = input_size
-        out = np.empty((n, d, h, w, c), dtype=grad_out.dtype).transpose(0, 4, 1, 2, 3)
-    size, executor = tb.get_workspace_size(grad_out, grad_out.shape[2:], input_size,
-                                           align_corners, 0.0, 0.0, 0.0, out,
-                                           num_threads=threads)
+    out = np.empty(target_size, dtype=source.dtype)
+    if not source.flags.c_contiguous:  # channels-last in, channels-last out
+        n, c, d, h, w = target_size
+        out = np.empty((n, d, h, w, c), dtype=source.dtype).transpose(0, 4, 1, 2, 3)
+    if forward:
+        size, executor = tb.get_forward_workspace_size(source, target_size[2:], align_corners,
+                                                       *scales, out, num_threads=threads)
+    else:
+        size, executor = tb.get_workspace_size(source, source.shape[2:], target_size,
+                                               align_corners, *scales, out,
+                                               num_threads=threads)
     executor.set_repeatable()
     workspace = tb.alloc_workspace(size)
     tb.execute(workspace, size, executor)  # warm-up
@@ -157,21 +180,29 @@ def run_case(title, grad_out, input_size, align_corners, threads, repeat, check)
         times.append(time.perf_counter() - start)
     executor.destroy()
     ms = 1e3 * float(np.median(times))
-    moved = grad_out.nbytes + out.nbytes
+    moved = source.nbytes + out.nbytes
+    names = ("self", "out") if forward else ("gradOut", "gradInput")
     print(f"{title}")
-    print(f"  gradOut   {grad_out.dtype} {tuple(grad_out.shape)} -> gradInput {tuple(out.shape)}"
+    print(f"  {names[0]:<9} {source.dtype} {tuple(source.shape)} -> {names[1]} {tuple(out.shape)}"
           f"   alignCorners={align_corners}   threads={executor.num_threads}")
+    if any(scale > 0 for scale in scales):
+        print(f"  scales    {tuple(scales)}")
     print(f"  time      {ms:.3f} ms (median of {len(times)}), {moved / ms / 1e6:.2f} GB/s moved")
     if not check:
         return True
     start = time.perf_counter()
-    exact = reference.backward(grad_out.astype(np.float64), input_size, align_corners,
-                               opmath=reference.opmath_of(grad_out.dtype))
-    bound = reference.error_bound(grad_out, input_size, align_corners, dtype=grad_out.dtype)
+    if forward:
+        exact = reference.forward(source, target_size[2:], align_corners, scales)
+        bound = reference.forward_error_bound(source, target_size[2:], align_corners, scales)
+    else:
+        exact = reference.backward(source.astype(np.float64), target_size, align_corners,
+                                   scales, opmath=reference.opmath_of(source.dtype))
+        bound = reference.error_bound(source, target_size, align_corners, scales,
+                                      dtype=source.dtype)
     err = np.abs(out.astype(np.float64) - exact)
     ok = bool((err <= bound).all())
     scale = float(np.abs(exact).max()) or 1.0
-    print(f"  check     max |error| {err.max():.3e} (relative to max |gradInput|: "
+    print(f"  check     max |error| {err.max():.3e} (relative to max |{names[1]}|: "
           f"{err.max() / scale:.2e}); within bound: {'yes' if ok else 'NO'}"
           f"   [reference {time.perf_counter() - start:.1f} s]")
     return ok
@@ -202,13 +233,17 @@ def main(argv=None):
         raise
 
 
-def _check_case(n, c, ins, outs, dtype, align_corners):
+def _check_case(n, c, ins, outs, dtype, align_corners, scales, forward):
     """Refuse, before allocating anything, a case the operator would refuse."""
-    from trilinear_bwd._operator import BACKWARD, check
+    from trilinear_bwd._operator import BACKWARD, FORWARD, check
 
-    stand_in = np.broadcast_to(np.zeros((), dtype), (n, c) + outs)
-    check(BACKWARD, stand_in, None, outs, (n, c) + ins, align_corners, (0.0, 0.0, 0.0),
-          allocate=True)
+    if forward:
+        stand_in = np.broadcast_to(np.zeros((), dtype), (n, c) + ins)
+        check(FORWARD, stand_in, None, outs, None, align_corners, scales, allocate=True)
+    else:
+        stand_in = np.broadcast_to(np.zeros((), dtype), (n, c) + outs)
+        check(BACKWARD, stand_in, None, outs, (n, c) + ins, align_corners, scales,
+              allocate=True)
 
 
 def _main(args):
@@ -223,11 +258,13 @@ def _main(args):
 
         show_config()
         return 0
-    dtype = _dtype(args.dtype)
+    from trilinear_bwd._arrays import numpy_dtype
+
+    dtype = numpy_dtype(args.dtype)
     rng = np.random.default_rng(args.seed)
     ok = True
     custom = any(v is not None for v in (args.batch, args.channels, args.input, args.output))
-    if not custom:
+    if not custom and not args.forward and not any(s > 0 for s in args.scales):
         example = np.arange(1, 33, dtype=np.float32).astype(dtype).reshape(2, 2, 2, 2, 2)
         ok &= run_case("CANN worked example: gradOut 1..32, expected gradInput [36, 100, 164, 228]",
                        example, (2, 2, 1, 1, 1), False, args.threads, args.repeat,
@@ -242,11 +279,17 @@ def _main(args):
     c = 32 if args.channels is None else args.channels
     ins = args.input or (32, 32, 32)
     outs = args.output or (64, 64, 64)
-    _check_case(n, c, ins, outs, dtype, args.align_corners)
-    values = rng.standard_normal((n, c) + outs, dtype=np.float32).astype(dtype)
-    ok &= run_case(f"Volume: N={n} C={c} {ins} <- {outs}, {args.dtype}, {args.layout}",
-                   _layout(values, args.layout), (n, c) + ins, args.align_corners,
-                   args.threads, args.repeat, not args.no_check)
+    _check_case(n, c, ins, outs, dtype, args.align_corners, args.scales, args.forward)
+    if args.forward:
+        values = rng.standard_normal((n, c) + ins, dtype=np.float32).astype(dtype)
+        ok &= run_case(f"Forward volume: N={n} C={c} {ins} -> {outs}, {args.dtype}, {args.layout}",
+                       _layout(values, args.layout), (n, c) + outs, args.align_corners,
+                       args.threads, args.repeat, not args.no_check, args.scales, True)
+    else:
+        values = rng.standard_normal((n, c) + outs, dtype=np.float32).astype(dtype)
+        ok &= run_case(f"Volume: N={n} C={c} {ins} <- {outs}, {args.dtype}, {args.layout}",
+                       _layout(values, args.layout), (n, c) + ins, args.align_corners,
+                       args.threads, args.repeat, not args.no_check, args.scales)
     return 0 if ok else 1
 
 

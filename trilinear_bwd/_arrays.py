@@ -38,6 +38,27 @@ _FLOAT_DTYPES = {
 }
 DTYPE_NAMES = "float32, float64, float16 or bfloat16"
 
+
+def numpy_dtype(name):
+    """The NumPy dtype of one of the four dtype names (bfloat16 from ml_dtypes).
+
+    ml_dtypes is imported only when bfloat16 is asked for, so that importing
+    this package does not import it (through the fork guard, as every
+    first-use import is).
+
+    Parameters
+    ----------
+    name : {"float32", "float64", "float16", "bfloat16"}
+
+    Returns
+    -------
+    numpy.dtype
+    """
+    if name == "bfloat16":
+        return np.dtype(_fork.import_module("ml_dtypes").bfloat16)
+    return np.dtype(name)
+
+
 _DLPACK_CPU = 1  # kDLCPU
 
 # Packages whose arrays need a front end of their own, and the module that

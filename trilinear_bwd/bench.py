@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from ._arrays import numpy_dtype
+
 # name, (N, C), input DHW, output DHW, layout, dtype, align_corners
 CASES = [
     ("unet-x2", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "float32", False),
@@ -44,14 +46,6 @@ CASES = [
     ("half", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "float16", False),
     ("half", (2, 32), (32, 32, 32), (64, 64, 64), "ncdhw", "bfloat16", False),
 ]
-
-
-def _dtype(name):
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 def _layout(values, layout):
@@ -181,7 +175,7 @@ def measure(case, repeat, num_threads, with_torch, seed=0, cache="cold", variant
     """
     name, (n, c), ins, outs, layout, dtype, align = case
     values = np.random.default_rng(seed).standard_normal((n, c) + outs, dtype=np.float32)
-    grad_out = _layout(values.astype(_dtype(dtype)), layout)
+    grad_out = _layout(values.astype(numpy_dtype(dtype)), layout)
     input_size = (n, c) + ins
     first, *others = variants or [None]
     contenders = {

@@ -218,3 +218,35 @@ def error_bound(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0
     if name in ("float16", "bfloat16"):
         bound = bound + ulp(backward(g, input_size, align_corners, scales, acc), name)
     return bound
+
+
+def forward_error_bound(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
+    """A first-order bound on the forward kernel's error against :func:`forward`.
+
+    The forward sums two terms per axis in three passes, in the accumulation
+    type with weights rounded to it, so each output element is within
+    ``12 * u`` of the same forward applied to ``|x|`` (``u`` the unit
+    roundoff of the accumulation type), plus 12 of that type's smallest
+    subnormal for products too small for a normal number (the tiny weights
+    of PyTorch's zero pattern).  For float16 and bfloat16 results, rounded
+    once at the end, one ulp of the storage type at the exact value is
+    added (``docs/numerics.md``, "The forward").
+
+    Parameters
+    ----------
+    x, output_size, align_corners, scales
+        As for :func:`forward`; ``x`` in its storage dtype.
+
+    Returns
+    -------
+    ndarray of float64, shape ``(N, C) + output_size``
+    """
+    x = np.asarray(x)
+    acc = opmath_of(x.dtype)
+    u = np.finfo(acc).eps / 2
+    with np.errstate(invalid="ignore"):  # 0 * Inf is NaN, as it should be
+        bound = 12 * u * forward(np.abs(x), output_size, align_corners, scales)
+        bound = bound + 12 * float(np.finfo(acc).smallest_subnormal)
+        if x.dtype.name in ("float16", "bfloat16"):
+            bound = bound + ulp(forward(x, output_size, align_corners, scales), x.dtype)
+    return bound

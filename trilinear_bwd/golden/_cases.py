@@ -19,7 +19,8 @@ import math
 
 import numpy as np
 
-from ._dtypes import DTYPES, numpy_dtype
+from .._arrays import numpy_dtype
+from ._dtypes import DTYPES
 from ._errors import GoldenError, GoldenFileError
 from ._standards import LEVELS
 

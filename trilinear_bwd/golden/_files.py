@@ -12,7 +12,8 @@ import os
 
 import numpy as np
 
-from ._dtypes import GOLDEN_DTYPE, numpy_dtype
+from .._arrays import numpy_dtype
+from ._dtypes import GOLDEN_DTYPE
 from ._errors import GoldenFileError
 
 ACTUAL_SUFFIX = ".actual.bin"

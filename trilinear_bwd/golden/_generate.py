@@ -5,9 +5,10 @@ import os
 
 import numpy as np
 
+from .._arrays import numpy_dtype
 from ._cases import OPS, atk_cases, given_cases, level_cases
 from ._cases import values as draw_values
-from ._dtypes import DTYPES, GOLDEN_DTYPE, numpy_dtype
+from ._dtypes import DTYPES, GOLDEN_DTYPE
 from ._errors import GoldenError, GoldenFileError
 from ._files import actual_name, write_array
 from ._manifest import BYTE_ORDER, MANIFEST, MANIFEST_VERSION, check_case, read_manifest

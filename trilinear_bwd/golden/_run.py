@@ -8,8 +8,8 @@ The golden and this library's result go through ``trilinear_bwd.aclnn``
 import numpy as np
 
 from .. import _operator
+from .._arrays import numpy_dtype
 from .._status import AclnnError, InvalidArgumentError
-from ._dtypes import numpy_dtype
 
 # Two different NaNs per storage type, as bit patterns: an output element the
 # kernel never writes keeps the pre-filled NaN, and so differs between two

@@ -11,8 +11,9 @@ import math
 
 import numpy as np
 
+from .._arrays import numpy_dtype
 from ..reference import ulp
-from ._dtypes import DTYPES, numpy_dtype
+from ._dtypes import DTYPES
 
 STANDARDS = ("commercial", "experimental", "mixed")
 # The commercial standard's levels: its generation rules (section 2) and its
