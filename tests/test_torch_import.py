@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The CPU kernels of the aten operators enable() overrides, as the
-# dispatcher lists them; "torch.py" in the CPU line names this library's.
+# dispatcher lists them; "trilinear_bwd" in the CPU line names this library's.
 _PRELUDE = r"""
 import sys, torch
 OPS = ("aten::upsample_trilinear3d", "aten::upsample_trilinear3d_backward")
@@ -55,9 +55,11 @@ def sentinel(name):
         entered.append(name)
         raise AssertionError(name + " entered before enable()")
     return hook
-for name in ("_aten_forward", "_aten_kernel", "_forward_or_fallback",
-             "_kernel_or_fallback", "_pytorch_forward", "_pytorch_kernel"):
-    setattr(tbt, name, sentinel(name))
+from trilinear_bwd.torch import _cache, _override, _pytorch
+for module, name in ((_override, "_switched_forward"), (_override, "_switched_backward"),
+                     (_override, "_forward"), (_override, "_backward"),
+                     (_cache, "run"), (_cache, "cold"), (_pytorch, "kernel")):
+    setattr(module, name, sentinel(name))
 x = torch.randn(2, 3, 4, 5, 6, dtype=torch.float64, requires_grad=True)
 if %r == "NDHWC":
     x = x.detach().contiguous(memory_format=torch.channels_last_3d).requires_grad_()
