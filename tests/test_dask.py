@@ -228,6 +228,34 @@ def test_windows_hold_every_source_point_their_block_reads(forward, case):
                         assert s0 <= j < s0 + extent
 
 
+@pytest.mark.parametrize("forward", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_runs_tile_each_block_and_say_where_they_read(seed, forward):
+    # Up- and downsampling (whose backward leaves input points reading
+    # nothing), random chunks: a block's runs tile its targets in order, each
+    # reads something, reads what its targets read, and is marked one_chunk
+    # exactly when one source chunk holds all of it.
+    import trilinear_bwd.dask as tbd
+
+    rng = np.random.default_rng(seed)
+    for _ in range(10):
+        n_in, n_out = (int(v) for v in rng.integers(1, 90, 2))
+        terms = _tables.axis_terms(n_in, n_out, bool(rng.integers(2)), 0.0, np.float32, forward)
+        n_src = n_in if forward else n_out
+        cuts = np.unique(rng.integers(1, n_src, int(rng.integers(0, 6)))) if n_src > 1 else []
+        chunks = tuple(np.diff([0, *cuts, n_src]).tolist())
+        axis = tbd._WindowAxis(terms, chunks)
+        for (t0, t1, s0), extent, runs in zip(axis.windows, axis.extents, axis.runs):
+            assert [r[0] for r in runs] == [t0] + [r[1] for r in runs[:-1]]
+            assert runs[-1][1] == t1
+            for a, b, r0, r1, one_chunk in runs:
+                assert terms.ptr[b] > terms.ptr[a]
+                assert (r0, r1) == terms.source_range(a, b)
+                assert s0 <= r0 and r1 <= s0 + extent
+                first, last = np.searchsorted(axis.src_bounds, [r0, r1 - 1], side="right") - 1
+                assert one_chunk == (first == last), (a, b, chunks)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_spatial_chunks_identical_across_schedulers_and_runs(dtype):
     g = random_grad((2, 3, 24, 20, 18), dtype, seed=7)

@@ -298,16 +298,19 @@ class _WindowAxis:
 def _inside(terms, src_bounds):
     """Per target point of the axis, the source chunk holding every point it reads; -1: several.
 
-    O(n) NumPy on the axis's terms (every target point has at least one).
+    -1 too for a target that reads nothing (downsampling's backward leaves
+    input points without terms).  O(n) NumPy on the axis's terms.
     """
-    n_targets = len(terms.ptr) - 1
-    if not n_targets or not len(terms.src):
-        return np.full(n_targets, -1, dtype=np.int64)
-    first = terms.ptr[:-1]
-    edges = np.asarray(src_bounds[1:-1], dtype=np.int64)
-    lowest = np.searchsorted(edges, np.minimum.reduceat(terms.src, first), side="right")
-    highest = np.searchsorted(edges, np.maximum.reduceat(terms.src, first), side="right")
-    return np.where(lowest == highest, lowest, -1)
+    inside = np.full(len(terms.ptr) - 1, -1, dtype=np.int64)
+    reading = np.flatnonzero(terms.ptr[1:] > terms.ptr[:-1])
+    if reading.size:
+        # Consecutive targets that read something own consecutive terms.
+        first = terms.ptr[reading]
+        edges = np.asarray(src_bounds[1:-1], dtype=np.int64)
+        lowest = np.searchsorted(edges, np.minimum.reduceat(terms.src, first), side="right")
+        highest = np.searchsorted(edges, np.maximum.reduceat(terms.src, first), side="right")
+        inside[reading] = np.where(lowest == highest, lowest, -1)
+    return inside
 
 
 def _runs(terms, inside, t0, t1):
@@ -316,12 +319,17 @@ def _runs(terms, inside, t0, t1):
     A run is a maximal range of targets that read from one and the same
     source chunk (``one_chunk`` True), or of targets that each read from
     several (False): targets ``t0:t1`` of the run read source points
-    ``s0:s1``.  See :func:`_calls`.
+    ``s0:s1``.  Targets that read nothing go with the run before them (the
+    first run, at the start), so that every run reads something.  See
+    :func:`_calls`.
     """
-    cuts = np.flatnonzero(np.diff(inside[t0:t1])) + t0 + 1
-    bounds = [t0, *cuts.tolist(), t1]
-    return [(a, b) + terms.source_range(a, b) + (bool(inside[a] >= 0),)
-            for a, b in zip(bounds[:-1], bounds[1:])]
+    reading = np.flatnonzero(terms.ptr[t0 + 1:t1 + 1] > terms.ptr[t0:t1]) + t0
+    values = inside[reading]
+    change = np.flatnonzero(np.diff(values)) + 1
+    bounds = [t0, *reading[change].tolist(), t1]
+    one_chunk = (values[[0, *change.tolist()]] >= 0).tolist()
+    return [(a, b) + terms.source_range(a, b) + (one,)
+            for a, b, one in zip(bounds[:-1], bounds[1:], one_chunk)]
 
 
 def _calls(runs, k=0, prefix=()):
