@@ -9,7 +9,6 @@ grows with the array; nothing is kept on a worker past its tasks.
 
 import gc
 import pickle
-import sys
 import tracemalloc
 
 import numpy as np
@@ -207,13 +206,19 @@ def test_nothing_is_kept_past_the_tasks_but_the_axes_terms():
 
 
 def _peak_rss():
-    """This process's peak resident memory in bytes, or None where it is not known."""
+    """This process's peak resident memory in bytes (Linux's VmHWM), or None where unknown.
+
+    Not ``getrusage``'s ``ru_maxrss``: Linux carries it across ``exec``, so a
+    worker started from a large test process would report that process's.
+    """
     try:
-        import resource
-    except ImportError:     # Windows
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024   # Linux counts KiB
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 @pytest.mark.slow

@@ -495,6 +495,7 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
 
 
 _scope = threading.local()
+_fork.renew(globals(), "_scope", threading.local)
 
 
 @contextlib.contextmanager
