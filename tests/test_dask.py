@@ -14,7 +14,7 @@ from trilinear_bwd import _tables, reference  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 
-from conftest import DTYPES, np_dtype, random_grad, sample_product  # noqa: E402
+from conftest import DTYPES, in_layout, np_dtype, random_grad, sample_product  # noqa: E402
 
 # (grad_out spatial shape, input spatial size, align_corners, scales): up- and
 # downsampling, both coordinate modes, given scales and an identity axis.
@@ -60,7 +60,7 @@ def test_nc_chunks_default_output_size_and_five_element_input_size():
     assert np.array_equal(a, b)
 
 
-def test_misaligned_blocks_are_accepted():
+def test_misaligned_blocks_are_accepted(calls):
     # Blocks deserialised by dask.distributed may start at any byte offset.
     def misalign(block):
         raw = np.empty(block.nbytes + 1, dtype=np.uint8)
@@ -70,10 +70,11 @@ def test_misaligned_blocks_are_accepted():
         return odd
 
     g = random_grad((2, 2, 8, 6, 4), "float32")
-    x = da.from_array(g, chunks=(1, 2, 8, 6, 4)).map_blocks(
-        misalign, dtype=g.dtype, meta=np.empty((0,) * 5, g.dtype))
-    got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
-    assert np.array_equal(got, tb.upsample_trilinear3d_backward(g, (4, 3, 2)))
+    for chunks in ((1, 2, 8, 6, 4), (1, 2, 3, 6, 4), (2, 1, 4, 3, 2)):
+        x = da.from_array(g, chunks=chunks).map_blocks(
+            misalign, dtype=g.dtype, meta=np.empty((0,) * 5, g.dtype))
+        got = dask_backward(x, (4, 3, 2)).compute(scheduler="sync")
+        assert np.array_equal(got, tb.upsample_trilinear3d_backward(g, (4, 3, 2)))
 
 
 def test_num_threads_reaches_each_kernel_call(monkeypatch):
@@ -135,8 +136,24 @@ def assert_chunks(lazy, source, size):
         assert len(lazy.chunks[2 + k]) <= len(source.chunks[2 + k])
 
 
+@pytest.fixture(params=["one call", "runs"])
+def calls(request, monkeypatch):
+    """How blocks are computed: one call on their window (small blocks), or in runs.
+
+    "runs": every block in runs (``_calls``) and every partly read chunk cut
+    into its part (``_part``), as blocks and chunks of ``SPLIT_BYTES`` and
+    ``PART_BYTES`` or more are, whatever the size.
+    """
+    import trilinear_bwd.dask as tbd
+
+    if request.param == "runs":
+        monkeypatch.setattr(tbd, "SPLIT_BYTES", 0)
+        monkeypatch.setattr(tbd, "PART_BYTES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype,case", sample_product(6, DTYPES, range(len(CASES))))
-def test_spatial_chunks_bitwise_equal_to_one_call(dtype, case):
+def test_spatial_chunks_bitwise_equal_to_one_call(dtype, case, calls):
     spatial, size, ac, scales = CASES[case]
     g = random_grad((3, 4) + spatial, dtype, seed=10 + case)
     expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac, scales=scales)
@@ -150,7 +167,7 @@ def test_spatial_chunks_bitwise_equal_to_one_call(dtype, case):
 
 
 @pytest.mark.parametrize("dtype,case", sample_product(6, DTYPES, range(len(CASES))))
-def test_forward_chunks_bitwise_equal_to_one_call(dtype, case):
+def test_forward_chunks_bitwise_equal_to_one_call(dtype, case, calls):
     # The forward of each case: the volume of the backward's input size to
     # its grad_out's size.
     out_size, size, ac, scales = CASES[case]
@@ -162,6 +179,28 @@ def test_forward_chunks_bitwise_equal_to_one_call(dtype, case):
         got = lazy.compute(scheduler="sync")
         assert got.dtype == x0.dtype and got.shape == (3, 4) + out_size
         assert_chunks(lazy, x, out_size)
+        assert np.array_equal(bits(got), bits(expected)), chunks
+
+
+@pytest.mark.parametrize("layout", ["ndhwc", "strided", "reversed"])
+@pytest.mark.parametrize("forward", [False, True])
+def test_chunks_of_any_layout_bitwise_equal_to_one_call(layout, forward, calls):
+    # A block read where it lies is a view of a chunk in the chunk's own
+    # layout; one copied is laid out as its first piece.
+    spatial, size, ac, scales = CASES[2]
+    shape = (2, 3) + (size if forward else spatial)
+    g = in_layout(random_grad(shape, "float32", seed=31), layout)
+    if forward:
+        expected = tb.upsample_trilinear3d(g, spatial, align_corners=ac, scales=scales)
+    else:
+        expected = tb.upsample_trilinear3d_backward(g, size, align_corners=ac, scales=scales)
+    for chunks in SPATIAL_CHUNKS:
+        x = da.from_array(g, chunks=chunks)
+        if forward:
+            lazy = dask_forward(x, spatial, align_corners=ac, scales=scales)
+        else:
+            lazy = dask_backward(x, size, align_corners=ac, scales=scales)
+        got = lazy.compute(scheduler="sync")
         assert np.array_equal(bits(got), bits(expected)), chunks
 
 
@@ -189,6 +228,34 @@ def test_windows_hold_every_source_point_their_block_reads(forward, case):
                         assert s0 <= j < s0 + extent
 
 
+@pytest.mark.parametrize("forward", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_runs_tile_each_block_and_say_where_they_read(seed, forward):
+    # Up- and downsampling (whose backward leaves input points reading
+    # nothing), random chunks: a block's runs tile its targets in order, each
+    # reads something, reads what its targets read, and is marked one_chunk
+    # exactly when one source chunk holds all of it.
+    import trilinear_bwd.dask as tbd
+
+    rng = np.random.default_rng(seed)
+    for _ in range(10):
+        n_in, n_out = (int(v) for v in rng.integers(1, 90, 2))
+        terms = _tables.axis_terms(n_in, n_out, bool(rng.integers(2)), 0.0, np.float32, forward)
+        n_src = n_in if forward else n_out
+        cuts = np.unique(rng.integers(1, n_src, int(rng.integers(0, 6)))) if n_src > 1 else []
+        chunks = tuple(np.diff([0, *cuts, n_src]).tolist())
+        axis = tbd._WindowAxis(terms, chunks)
+        for (t0, t1, s0), extent, runs in zip(axis.windows, axis.extents, axis.runs):
+            assert [r[0] for r in runs] == [t0] + [r[1] for r in runs[:-1]]
+            assert runs[-1][1] == t1
+            for a, b, r0, r1, one_chunk in runs:
+                assert terms.ptr[b] > terms.ptr[a]
+                assert (r0, r1) == terms.source_range(a, b)
+                assert s0 <= r0 and r1 <= s0 + extent
+                first, last = np.searchsorted(axis.src_bounds, [r0, r1 - 1], side="right") - 1
+                assert one_chunk == (first == last), (a, b, chunks)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_spatial_chunks_identical_across_schedulers_and_runs(dtype):
     g = random_grad((2, 3, 24, 20, 18), dtype, seed=7)
@@ -206,7 +273,7 @@ def test_spatial_chunks_identical_across_schedulers_and_runs(dtype):
     assert np.array_equal(bits(first), bits(tb.upsample_trilinear3d_backward(g, (10, 9, 7))))
 
 
-def test_spatial_chunks_keep_nan_and_inf_where_the_kernel_does():
+def test_spatial_chunks_keep_nan_and_inf_where_the_kernel_does(calls):
     g = random_grad((1, 2, 12, 10, 9), "float32", seed=5)
     g[0, 0, 6, 4, 3] = np.inf      # on a chunk boundary below
     g[0, 1, 2, 7, 1] = np.nan
@@ -217,7 +284,7 @@ def test_spatial_chunks_keep_nan_and_inf_where_the_kernel_does():
     assert np.array_equal(bits(got), bits(expected))
 
 
-def test_empty_batch_and_empty_chunks():
+def test_empty_batch_and_empty_chunks(calls):
     g = random_grad((0, 2, 8, 6, 4), "float32")
     for chunks in ((1, 1, 8, 6, 4), (1, 1, 3, 6, 4)):
         got = dask_backward(da.from_array(g, chunks=chunks), (4, 3, 2)).compute(

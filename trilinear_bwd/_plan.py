@@ -307,6 +307,8 @@ _fork.renew(globals(), "_plans_lock", threading.Lock)
 def planned(call, n_threads, kernel_module):
     """Return ``(plan, kernel)`` for a checked call, from the cache when it can.
 
+    A block of a larger call (``call.window``) is planned each time.
+
     Parameters
     ----------
     call : trilinear_bwd._operator.Call
@@ -322,13 +324,15 @@ def planned(call, n_threads, kernel_module):
         ``kernel(source, target, workspace, n_threads)``: the variant's
         ``run`` with ``plan.kernel`` bound (addresses in, team size out).
     """
+    if call.window:
+        # A block of a larger call (trilinear_bwd.dask) is planned afresh:
+        # its window is its own, so its plan and tables, kept, would pile up
+        # on a Dask worker past the task that made them.
+        plan = make_plan(call, n_threads)
+        return plan, functools.partial(kernel_module.run, plan.kernel)
     go, gi = call.source, call.target
-    # The shapes give the sizes, except for a Dask block (a window of a
-    # larger call), whose plan also depends on the whole call's sizes.
-    window = call.window and (call.window, call.input_size)
     key = (call.op.name, go.shape, go.strides, go.dtype, gi.shape, gi.strides,
-           call.output_size, call.align_corners, call.scales, window, n_threads,
-           kernel_module)
+           call.output_size, call.align_corners, call.scales, n_threads, kernel_module)
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None:

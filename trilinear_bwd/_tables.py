@@ -13,6 +13,7 @@ rebuilding the axis.
 """
 
 import collections
+import contextlib
 import functools
 import threading
 from dataclasses import dataclass
@@ -466,23 +467,50 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
         ``ptr`` (int64, targets + 1), ``src`` (int64, one per term: 2 * n_out,
         fewer in a window) and ``weight`` (``dtype``, likewise), and the padded
         table (``width`` terms per point; 0 without a sentinel, or past
-        ``PADDED_LIMIT``) the W pass reads.  The arrays are read-only and
-        shared between calls with the same arguments while the table cache
-        (:data:`CACHE_BYTES`) holds them, so that planning a call in a
-        training loop costs microseconds, not milliseconds.
+        ``PADDED_LIMIT``) the W pass reads.  The arrays are read-only and,
+        except for a window's, shared between calls with the same arguments
+        while the table cache (:data:`CACHE_BYTES`) holds them, so that
+        planning a call in a training loop costs microseconds, not
+        milliseconds.
     """
     terms = axis_terms(n_in, n_out, align_corners, scale, dtype, forward, storage)
-    window = None if window is None else tuple(map(int, window))
-    key = ("table", terms.key, sentinel, window)
+    if window is not None:
+        # A block's window is not cached: each block has its own, and kept
+        # they would pile up on a Dask worker past the tasks that cut them.
+        # Within a window_scope (a task's calls) each is cut once.
+        key = (terms.key, sentinel, tuple(map(int, window)))
+        memo = getattr(_scope, "tables", None)
+        table = None if memo is None else memo.get(key)
+        if table is None:
+            table = _padded_table(*terms.cut(*key[2]), sentinel)
+            if memo is not None:
+                memo[key] = table
+        return table
+    key = ("table", terms.key, sentinel)
     table = _cache.get(key)
     if table is None:
-        if window is None:
-            ptr, src, weight = terms.ptr, terms.src, terms.weight
-        else:
-            ptr, src, weight = terms.cut(*window)
-        table = _padded_table(ptr, src, weight, sentinel)
+        table = _padded_table(terms.ptr, terms.src, terms.weight, sentinel)
         _cache.put(key, table, table.nbytes)
     return table
+
+
+_scope = threading.local()
+_fork.renew(globals(), "_scope", threading.local)
+
+
+@contextlib.contextmanager
+def window_scope():
+    """Within it, this thread's windowed tables are cut once each and shared; forgotten at exit.
+
+    What ``trilinear_bwd.dask`` runs a block's kernel calls in: the calls
+    share some of their windows, which nothing outside the task uses.
+    """
+    outer = getattr(_scope, "tables", None)
+    _scope.tables = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _scope.tables = outer
 
 
 # The padded table holds ceil(n_in / 8) * 8 * width terms, width being the

@@ -22,6 +22,9 @@ See ``docs/dask.md`` for when to use it and how to chunk.
 
 
 import bisect
+import itertools
+import math
+import sys
 
 import numpy as np
 
@@ -37,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from . import _pool, _tables, _threads
 from ._arguments import forward_sizes, one_call_sizes
-from ._arrays import dtype_info, is_misaligned
+from ._arrays import dtype_info, is_channels_last, is_misaligned
 from ._coerce import invalid
 from ._operator import BACKWARD, FORWARD, check, check_5d, check_limits, check_window
 from ._runner import run_once
@@ -234,7 +237,7 @@ def _check_forward_arguments(x, output_size, align_corners, scales, num_threads)
 
 
 class _WindowAxis:
-    """How one spatial axis is split: result chunks, and the source window of each.
+    """How one spatial axis is split: result chunks, their source windows, and their runs.
 
     Attributes
     ----------
@@ -242,11 +245,16 @@ class _WindowAxis:
         Result chunk ``r`` holds target points ``bounds[r]:bounds[r+1]``.
     windows : list of tuple
         ``(t0, t1, s0)`` per result chunk (the kernel's window).
+    extents : list of int
+        The window's length per result chunk.
     parts : list of list of tuple
         Per result chunk, ``(q, dst, src)`` for each source chunk ``q`` that
         overlaps its window: ``source_chunk_q[src]`` fills ``window[dst]``.
-    extents : list of int
-        The window's length per result chunk.
+    src_bounds : list of int
+        Source chunk ``q`` holds source points ``src_bounds[q]:src_bounds[q+1]``.
+    runs : list of list of tuple
+        Per result chunk, ``(t0, t1, s0, s1, one_chunk)`` for each run of its targets
+        (see :func:`_runs`): targets ``t0:t1`` read source points ``s0:s1``.
     """
 
     def __init__(self, terms, chunks):
@@ -261,7 +269,9 @@ class _WindowAxis:
         cuts = {0, n_tgt}
         cuts.update(min(n_tgt, round(b * n_tgt / n_src)) for b in src_bounds[1:-1])
         self.bounds = sorted(cuts)
-        self.windows, self.parts, self.extents = [], [], []
+        self.src_bounds = src_bounds
+        inside = _inside(terms, src_bounds)
+        self.windows, self.parts, self.extents, self.runs = [], [], [], []
         for t0, t1 in zip(self.bounds[:-1], self.bounds[1:]):
             s0, s1 = terms.source_range(t0, t1)
             self.windows.append((t0, t1, s0))
@@ -277,6 +287,7 @@ class _WindowAxis:
                 if lo < hi:
                     parts.append((q, slice(lo - s0, hi - s0), slice(lo - a, hi - a)))
             self.parts.append(parts)
+            self.runs.append(_runs(terms, inside, t0, t1))
 
     @property
     def chunks(self):
@@ -284,50 +295,220 @@ class _WindowAxis:
         return tuple(b - a for a, b in zip(self.bounds[:-1], self.bounds[1:]))
 
 
-def _window_block(blocks, placements, window_shape, whole, window, num_threads, terms,
-                  block_keys):
-    """One result block: its source window assembled from ``blocks``, then one kernel call.
+def _inside(terms, src_bounds):
+    """Per target point of the axis, the source chunk holding every point it reads; -1: several.
+
+    -1 too for a target that reads nothing (downsampling's backward leaves
+    input points without terms).  O(n) NumPy on the axis's terms.
+    """
+    inside = np.full(len(terms.ptr) - 1, -1, dtype=np.int64)
+    reading = np.flatnonzero(terms.ptr[1:] > terms.ptr[:-1])
+    if reading.size:
+        # Consecutive targets that read something own consecutive terms.
+        first = terms.ptr[reading]
+        edges = np.asarray(src_bounds[1:-1], dtype=np.int64)
+        lowest = np.searchsorted(edges, np.minimum.reduceat(terms.src, first), side="right")
+        highest = np.searchsorted(edges, np.maximum.reduceat(terms.src, first), side="right")
+        inside[reading] = np.where(lowest == highest, lowest, -1)
+    return inside
+
+
+def _runs(terms, inside, t0, t1):
+    """The runs of targets ``t0:t1``: ``[(t0, t1, s0, s1, one_chunk), ...]``, in order.
+
+    A run is a maximal range of targets that read from one and the same
+    source chunk (``one_chunk`` True), or of targets that each read from
+    several (False): targets ``t0:t1`` of the run read source points
+    ``s0:s1``.  Targets that read nothing go with the run before them (the
+    first run, at the start), so that every run reads something.  See
+    :func:`_calls`.
+    """
+    reading = np.flatnonzero(terms.ptr[t0 + 1:t1 + 1] > terms.ptr[t0:t1]) + t0
+    values = inside[reading]
+    change = np.flatnonzero(np.diff(values)) + 1
+    bounds = [t0, *reading[change].tolist(), t1]
+    one_chunk = (values[[0, *change.tolist()]] >= 0).tolist()
+    return [(a, b) + terms.source_range(a, b) + (one,)
+            for a, b, one in zip(bounds[:-1], bounds[1:], one_chunk)]
+
+
+def _calls(runs, k=0, prefix=()):
+    """The kernel calls of one block: ``((t0, t1, s0, s1) per axis)`` for each, in order.
+
+    Peeled like an onion: along D, each run that reads across a chunk
+    boundary is one call over the block's whole H and W (a thin slab, whose
+    few source points are copied); each run inside one chunk is split the
+    same way along H, and so on along W, where what remains, inside one
+    chunk on every axis, is read where it lies.  At most ``1 + 2 * k``
+    calls for a block split on ``k`` axes, and no copy thicker than the
+    points next to a boundary.
+    """
+    if k == 3:
+        yield prefix
+        return
+    full = [(r[0][0], r[-1][1], min(x[2] for x in r), max(x[3] for x in r)) for r in runs]
+    for run in runs[k]:
+        if run[4] and k < 2:
+            yield from _calls(runs, k + 1, prefix + (run[:4],))
+        else:
+            yield prefix + (run[:4],) + tuple(full[k + 1:])
+
+
+# A block whose source window holds fewer bytes than this is computed in one
+# kernel call on its window, copied unless one chunk holds it: in runs
+# (_calls), its calls' planning would cost more than the copy they save
+# (docs/dask.md, "Memory").
+SPLIT_BYTES = 8 * 2**20
+# A block that reads at most half of a source chunk of at least this many
+# bytes gets that part from a task of its own (_part), rather than the chunk:
+# smaller chunks are handed whole, a task costing more than they hold.
+PART_BYTES = 2**20
+
+
+def _window_block(pieces, spans, runs, nc, whole, num_threads, terms, chunk_keys):
+    """One result block, from the pieces of source its window overlaps, without copying them.
+
+    ``pieces`` are source chunks, or the parts of them that the block reads
+    (:func:`_part`); ``spans[p]`` are the source points piece ``p`` holds,
+    ``(a, b)`` per spatial axis.  ``runs[k]`` split the block's targets on
+    axis ``k`` (:func:`_runs`); ``nc`` is the block's N and C extent.  Each
+    of :func:`_calls` is one kernel call (the windowed entry, writing its
+    part of the result block): on a view of the one piece that holds every
+    source point it reads (when aligned), else on a copy of just those
+    points.  A task therefore holds its pieces, its result and a copy of at
+    most the points next to one chunk boundary -- or, for a block whose
+    window is under ``SPLIT_BYTES``, of its window (``docs/dask.md``,
+    "Memory").
 
     ``terms`` are the three axes' :class:`trilinear_bwd._tables.AxisTerms`
     (graph nodes, built once at graph construction): handed to the table
-    cache, so that planning the block cuts its tables from them instead of
-    rebuilding the axes.  ``block_keys`` name the source chunks, for errors.
+    cache, so that planning cuts the tables from them instead of
+    rebuilding the axes.  ``chunk_keys`` name each piece's chunk, for errors.
     """
     read = whole.op.source
     expected = whole.source.dtype
-    blocks = [np.asarray(b) for b in blocks]
-    # One rule for every block, wherever it falls in the window: a chunk
+    pieces = [np.asarray(b) for b in pieces]
+    # One rule for every chunk, wherever it falls in the window: a chunk
     # whose dtype is not the array's is refused, as the in-memory call
     # refuses arrays of another dtype than it was given (nothing is cast).
-    for block, key in zip(blocks, block_keys):
-        if block.dtype != expected:
+    for piece, key in zip(pieces, chunk_keys):
+        if piece.dtype != expected:
             raise invalid(f"{read} chunk {key} must have the array's dtype "
-                          f"{_dtype_name(expected)}, got {_dtype_name(block.dtype)} (a dask "
+                          f"{_dtype_name(expected)}, got {_dtype_name(piece.dtype)} (a dask "
                           "array whose chunks do not match its declared dtype; cast it with "
                           ".astype first)")
     for axis_terms in terms:
         _tables.remember(axis_terms)
-    first = blocks[0]
-    if len(blocks) == 1 and first.shape == window_shape and not is_misaligned(first):
-        source = first
-    else:
-        # Several chunks (or a misaligned one, as dask.distributed can hand
-        # a task): one contiguous window.
-        source = _pool.empty(window_shape, first.dtype, False)
-        for block, (dst, src) in zip(blocks, placements):
-            source[dst] = block[src]
-    # From the pool of faulted memory that results give back when they die
-    # (as the one call's results do): a worker computing block after block
-    # then stops paying the page faults of fresh memory.
-    out = _pool.empty(window_shape[:2] + tuple(t1 - t0 for t0, t1, _ in window),
-                      source.dtype, False)
-    run_once(check_window(whole, source, window, out), num_threads)
+    first = tuple(r[0][0] for r in runs)
+    out = _empty(nc + tuple(r[-1][1] - t0 for r, t0 in zip(runs, first)), expected)
+    channels_last = is_channels_last(pieces[0])
+    with _tables.window_scope():
+        for call in _calls(runs):
+            source = _source(pieces, spans, tuple((s0, s1) for _, _, s0, s1 in call), nc,
+                             channels_last)
+            target = out[(slice(None),) * 2 + tuple(slice(t0 - f, t1 - f)
+                                                     for (t0, t1, _, _), f in zip(call, first))]
+            window = tuple((t0, t1, s0) for t0, t1, s0, _ in call)
+            run_once(check_window(whole, source, window, target), num_threads)
     return out
+
+
+def _source(pieces, spans, wanted, nc, channels_last):
+    """The source points ``wanted`` (``(s0, s1)`` per axis) of one kernel call.
+
+    A view of the one piece that holds them all, when there is one and it
+    is aligned (``dask.distributed`` can hand a task a chunk at any byte
+    offset); else a copy, from every piece that holds some of them.
+    """
+    reads = [p for p, span in enumerate(spans)
+             if all(a < s1 and s0 < b for (a, b), (s0, s1) in zip(span, wanted))]
+    if len(reads) == 1 and all(a <= s0 and s1 <= b
+                               for (a, b), (s0, s1) in zip(spans[reads[0]], wanted)):
+        view = pieces[reads[0]][_overlap(wanted, spans[reads[0]])[1]]
+        if not is_misaligned(view):
+            return view
+    source = _empty(nc + tuple(s1 - s0 for s0, s1 in wanted), pieces[0].dtype, channels_last)
+    for p in reads:
+        dst, src = _overlap(wanted, spans[p])
+        source[dst] = pieces[p][src]
+    return source
+
+
+def _overlap(wanted, span):
+    """``(dst, src)``: where a piece holding ``span`` fills the points ``wanted``, and from where.
+
+    Both are (N, C, D, H, W) indices; ``wanted`` and ``span`` are ``(a, b)``
+    per spatial axis, in the whole axis's points.
+    """
+    dst, src = [slice(None)] * 2, [slice(None)] * 2
+    for (s0, s1), (a, b) in zip(wanted, span):
+        lo, hi = max(a, s0), min(b, s1)
+        dst.append(slice(lo - s0, hi - s0))
+        src.append(slice(lo - a, hi - a))
+    return tuple(dst), tuple(src)
+
+
+def _part(chunk, index, dtype):
+    """A copy of the part ``index`` of a chunk that a block reads (the chunk can then go).
+
+    ``dtype`` is the array's: a chunk of another is copied as it is, for
+    the block's task to refuse.
+    """
+    part = np.asarray(chunk)[index]
+    if part.dtype != dtype:
+        return np.array(part)
+    copy = _empty(part.shape, dtype, is_channels_last(part))
+    copy[...] = part
+    return copy
+
+
+def _empty(shape, dtype, channels_last=False):
+    """An uninitialised (N, C, D, H, W) array: a result block, a part, a call's copied source.
+
+    C innermost in memory if ``channels_last``.  From the pool of faulted
+    memory, except on a ``dask.distributed`` worker: a worker's memory
+    limit counts every byte of its process, but Dask accounts for, spills
+    and frees only the results it holds, so blocks the pool kept after
+    their arrays died would be memory nobody can free there.  On the local
+    schedulers the process is the caller's, and blocks come from the pool
+    as the one call's results do (a worker computing block after block does
+    not pay the page faults of fresh memory).
+    """
+    if not _on_distributed_worker():
+        return _pool.empty(shape, dtype, channels_last)
+    if not channels_last:
+        return np.empty(shape, dtype)
+    n, c, d, h, w = shape
+    return np.empty((n, d, h, w, c), dtype).transpose(0, 4, 1, 2, 3)
+
+
+def _on_distributed_worker():
+    """True in a task that a ``dask.distributed`` worker runs."""
+    worker = sys.modules.get("distributed.worker")
+    if worker is None:
+        return False
+    try:
+        worker.get_worker()
+    except ValueError:
+        return False
+    return True
 
 
 def _dtype_name(dtype):
     """The dtype's name as users write it (``float32``, ``bfloat16``)."""
     return np.dtype(dtype).name
+
+
+def _carried(whole):
+    """The whole call as every task carries it: sizes, flags and dtype, and no elements.
+
+    ``whole`` was checked on a stand-in of the source's shape that holds no
+    memory (a broadcast array), but pickling writes out every element of a
+    broadcast array: carried as it is, each task sent to a worker would hold
+    the whole source's bytes.  Tasks read the call's sizes and flags and the
+    source's dtype only.
+    """
+    return whole.replace(source=np.empty((0,) * 5, whole.source.dtype))
 
 
 def _windowed(source, whole, num_threads, name):
@@ -355,21 +536,50 @@ def _windowed(source, whole, num_threads, name):
     n_chunks, c_chunks = source.chunks[:2]
     terms_keys = [(name + "-terms", k) for k in range(3)]
     dsk = dict(zip(terms_keys, terms))
+    carried = _carried(whole)
+    itemsize = np.dtype(source.dtype).itemsize
     for r in np.ndindex(*(len(a.windows) for a in axes)):
-        window = tuple(a.windows[k] for a, k in zip(axes, r))
-        extents = tuple(a.extents[k] for a, k in zip(axes, r))
-        keys, placements = [], []
-        for combo in np.ndindex(*(len(a.parts[k]) for a, k in zip(axes, r))):
-            pieces = [a.parts[k][m] for a, k, m in zip(axes, r, combo)]
-            keys.append(tuple(p[0] for p in pieces))
-            placements.append(((slice(None),) * 2 + tuple(p[1] for p in pieces),
-                               (slice(None),) * 2 + tuple(p[2] for p in pieces)))
+        windows = [a.windows[k] for a, k in zip(axes, r)]
+        wanted = [(s0, s0 + a.extents[k]) for a, k, (_, _, s0) in zip(axes, r, windows)]
+        # The source chunks the block's window overlaps, with the points
+        # each holds and the points the block reads from it.
+        overlaps = []
+        for parts in itertools.product(*(a.parts[k] for a, k in zip(axes, r))):
+            held = tuple((a.src_bounds[q], a.src_bounds[q + 1])
+                         for a, (q, _, _) in zip(axes, parts))
+            used = tuple((s0 + dst.start, s0 + dst.stop)
+                         for (_, dst, _), (s0, _) in zip(parts, wanted))
+            overlaps.append((tuple(q for q, _, _ in parts), held, used))
+        window_points = math.prod(s1 - s0 for s0, s1 in wanted)
         for i, nb in enumerate(n_chunks):
             for j, cb in enumerate(c_chunks):
-                block_keys = [(i, j) + q for q in keys]
+                volume = nb * cb * itemsize
+                if volume * window_points < SPLIT_BYTES:
+                    # Small: one call on the window (copied unless one chunk holds it).
+                    runs = [[w + (s1, False)] for w, (_, s1) in zip(windows, wanted)]
+                else:
+                    runs = [a.runs[k] for a, k in zip(axes, r)]
+                pieces, spans, chunk_keys = [], [], []
+                for q, held, used in overlaps:
+                    chunk = (source.name, i, j) + q
+                    whole_points = math.prod(hi - lo for lo, hi in held)
+                    used_points = math.prod(hi - lo for lo, hi in used)
+                    if volume * whole_points >= PART_BYTES and 2 * used_points <= whole_points:
+                        # The block reads a slab of a large chunk (its
+                        # neighbour's, next to a boundary): a task of its own
+                        # cuts it, so that the block holds the slab, not the
+                        # chunk, and only the slab travels between workers.
+                        part = (name + "-part", i, j) + tuple(r) + q
+                        dsk[part] = (_part, chunk, _overlap(used, held)[1], source.dtype)
+                        pieces.append(part)
+                        spans.append(used)
+                    else:
+                        pieces.append(chunk)
+                        spans.append(held)
+                    chunk_keys.append((i, j) + q)
                 dsk[(name, i, j) + tuple(r)] = (
-                    _window_block, [(source.name,) + k for k in block_keys], placements,
-                    (nb, cb) + extents, whole, window, num_threads, terms_keys, block_keys)
+                    _window_block, pieces, spans, runs, (nb, cb), carried, num_threads,
+                    terms_keys, chunk_keys)
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[source])
     chunks = (n_chunks, c_chunks) + tuple(a.chunks for a in axes)
     return da.Array(graph, name, chunks, meta=np.empty((0,) * 5, dtype=source.dtype))
