@@ -202,7 +202,8 @@ def cold(limits_to_pytorch, code, key, found, tensor, output_size, input_size, a
 # (a remembered geometry, or the cold path).  enable()'s hand every call the
 # contract refuses to PyTorch's kernel; the drop-in's refuse sizes past the
 # contract's limits with 161002.
-for_enable = _fast.FastPath(geometries, calls, _threads.effective, variant,
+_DONE = (_COUNTS[True][0], _COUNTS[False][0])
+for_enable = _fast.FastPath(geometries, calls, _DONE, _threads.effective, variant,
                             functools.partial(cold, True))
-for_drop_in = _fast.FastPath(geometries, calls, _threads.effective, variant,
+for_drop_in = _fast.FastPath(geometries, calls, _DONE, _threads.effective, variant,
                              functools.partial(cold, False))

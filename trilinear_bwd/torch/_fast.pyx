@@ -157,7 +157,9 @@ cdef class FastPath:
         the contract refuses); filled by the cold path, which calls
         :meth:`forget` whenever it changes it.
     counts : dict
-        ``trilinear_bwd.torch``'s call counts (``"forward"``, ``"kernel"``).
+        ``trilinear_bwd.torch``'s call counts.
+    done : tuple of 2 str
+        The counts a hot run of the forward and of the backward adds one to.
     threads : callable
         ``threads(None)``: the team size asked for now (``_threads.effective``).
     variant : callable
@@ -178,6 +180,8 @@ cdef class FastPath:
 
     cdef dict _geometries
     cdef dict _counts
+    cdef str _forward_done
+    cdef str _backward_done
     cdef object _threads
     cdef object _variant
     cdef object _cold
@@ -190,10 +194,11 @@ cdef class FastPath:
     cdef tuple _last_forward
     cdef tuple _last_backward
 
-    def __init__(self, dict geometries not None, dict counts not None, threads, variant,
-                 cold):
+    def __init__(self, dict geometries not None, dict counts not None, tuple done, threads,
+                 variant, cold):
         self._geometries = geometries
         self._counts = counts
+        self._forward_done, self._backward_done = done
         self._threads = threads
         self._variant = variant
         self._cold = cold
@@ -222,7 +227,7 @@ cdef class FastPath:
         if type(found) is Geometry:
             out = (<Geometry> found)._fresh(tensor)
             if out is not None:
-                self._counts["forward" if forward else "kernel"] += 1
+                self._counts[self._forward_done if forward else self._backward_done] += 1
                 return out
         return self._cold(code, key_, found, tensor, output_size, input_size, align_corners,
                           scales_d, scales_h, scales_w)
