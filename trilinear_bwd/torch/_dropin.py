@@ -222,7 +222,7 @@ def _interpolate_arguments(x, size, scale_factor, align_corners, recompute_scale
     The plain spellings (ints, floats, tuples of them, a non-empty 5-D
     tensor) are read here at once; anything else goes through
     ``F.interpolate`` itself, whose call of ``aten::upsample_trilinear3d``
-    is caught by this module's CPU kernel before anything runs: every call
+    is caught by ``_override``'s CPU kernel before anything runs: every call
     it refuses is refused with its own exception (a ``TypeError`` for
     ``size=(5.0, 6, 7)``, a ``RuntimeError`` for a NaN factor, ...), and
     every call it accepts gets the sizes and scales it computed (the
