@@ -273,3 +273,39 @@ def test_a_pooled_block_comes_back_only_when_nothing_reaches_it(keep, channels_l
     # Once nothing reaches it, the block serves again.
     again = [tb.upsample_trilinear3d_backward(g, LARGE[2:]) for _ in range(2)]
     assert address in {a.__array_interface__["data"][0] for a in again}
+
+
+def _thp_eligible(address):
+    """``THPeligible`` of the mapping holding ``address`` (None where the kernel does not say)."""
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, stop = (int(v, 16) for v in head.split("-"))
+                inside = start <= address < stop
+            elif inside and head == "THPeligible:":
+                return int(line.split()[1])
+    return None
+
+
+def _thp_mode():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        return None
+
+
+@pytest.mark.skipif(_thp_mode() not in ("madvise", "always"),
+                    reason="transparent huge pages are off (or this is not Linux)")
+@pytest.mark.parametrize("front_end", [_public_backward, _enabled_interpolate])
+def test_large_torch_results_ask_for_huge_pages(front_end):
+    from trilinear_bwd.torch import _arrays
+
+    call = front_end((2, 8, 48, 48, 48))                # 7 MiB results
+    for result in (call(), call()):                     # the careful way, then the fast path
+        start = result.untyped_storage().data_ptr()
+        inside = -(-start // _arrays.HUGE_PAGE) * _arrays.HUGE_PAGE
+        assert _thp_eligible(inside) == 1
+        result.resize_(2 * result.numel())              # still PyTorch's, resizable

@@ -17,6 +17,9 @@ tensor it is given, so ``import trilinear_bwd`` never imports torch.
   that a tensor in gives a tensor out.
 """
 
+import ctypes
+import platform
+import sys
 import warnings
 
 import numpy as np
@@ -40,12 +43,60 @@ def tensor_view(tensor):
     return np.from_dlpack(tensor)
 
 
+# A large result is first touched by the kernel, a page fault per 4 KiB page
+# of fresh memory; transparent huge pages make that one per 2 MiB
+# (``docs/performance.md``, "Large results and the memory pool").  PyTorch's
+# allocator asks for them itself only with THP_MEM_ALLOC_ENABLE=1, NumPy for
+# every large array.  madvise's advice number on the architectures this
+# package builds for.
+HUGE_PAGE = 2**21
+_MADV_HUGEPAGE = 14
+
+
+def _load_madvise():
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
+_madvise = _load_madvise()
+
+
+def huge_pages(tensor):
+    """Ask for transparent huge pages under ``tensor``'s whole 2 MiB pages; return ``tensor``.
+
+    A hint to the operating system about memory the tensor owns, before it
+    is written: the values, the strides and the storage are unchanged
+    (still PyTorch's, resizable).  Without the hint (another system, THP
+    off, a tensor smaller than two huge pages) nothing happens.
+    """
+    nbytes = tensor.untyped_storage().nbytes()
+    if _madvise is None or nbytes < 2 * HUGE_PAGE:
+        return tensor
+    address = tensor.untyped_storage().data_ptr()
+    start = -(-address // HUGE_PAGE) * HUGE_PAGE
+    stop = (address + nbytes) // HUGE_PAGE * HUGE_PAGE
+    _madvise(start, stop - start, _MADV_HUGEPAGE)      # advice: its failure is no error
+    return tensor
+
+
+def new_strided(shape, strides, dtype):
+    """``torch.empty_strided`` on the CPU, large results in huge pages (:func:`huge_pages`)."""
+    return huge_pages(torch.empty_strided(shape, strides, dtype=dtype, device="cpu"))
+
+
 def new_tensor(shape, dtype, memory_format, name):
     """An uninitialised CPU tensor from PyTorch's allocator; 561000 if it cannot be had.
 
     ``torch.empty``'s own: resizable, on the CPU whatever device the caller
     made the default, and the library keeps nothing of it (``docs/torch.md``,
-    "Results are PyTorch's").
+    "Results are PyTorch's"); a large one in huge pages (:func:`huge_pages`).
 
     Parameters
     ----------
@@ -62,9 +113,10 @@ def new_tensor(shape, dtype, memory_format, name):
     elif memory_format is False:
         memory_format = torch.contiguous_format
     try:
-        return torch.empty(shape, dtype=dtype, device="cpu", memory_format=memory_format)
+        result = torch.empty(shape, dtype=dtype, device="cpu", memory_format=memory_format)
     except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
         raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
+    return huge_pages(result)
 
 
 def _address(tensor, name):

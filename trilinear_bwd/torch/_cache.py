@@ -20,7 +20,7 @@ from .._operator import BACKWARD, FORWARD, check
 from .._runner import run_once, variant
 from .._status import InvalidArgumentError, LimitError, NullArgumentError
 from . import _fast, _pytorch
-from ._arrays import new_tensor, tensor_view
+from ._arrays import new_strided, new_tensor, tensor_view
 
 # Calls on CPU, for tests and the curious (``call_counts``): how many
 # backward ("kernel") and forward ("forward") calls ran this library's kernel
@@ -120,7 +120,8 @@ def _geometry(runner, result):
     allocator, on the CPU, by ``torch.empty_like`` of a template with the
     result's metadata where the template's storage holds it (``empty_like``
     parses one argument where ``empty_strided`` parses two sequences),
-    ``torch.empty_strided`` above that.
+    ``torch.empty_strided`` above that (``_arrays.new_strided``: in huge
+    pages).
     """
     shape = tuple(result.shape)
     strides = result.stride()
@@ -128,8 +129,7 @@ def _geometry(runner, result):
     if result.numel() * itemsize <= TEMPLATE_BYTES:
         allocate, args = torch.empty_like, (_template(shape, strides, result.dtype),)
     else:
-        allocate = functools.partial(torch.empty_strided, dtype=result.dtype, device="cpu")
-        args = (shape, strides)
+        allocate, args = new_strided, (shape, strides, result.dtype)
     return _fast.Geometry(runner, shape, strides, itemsize, runner.team(), allocate, args)
 
 
