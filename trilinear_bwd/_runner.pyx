@@ -115,7 +115,7 @@ def run_once(call, num_threads, misaligned=False):
         except MemoryError as exc:
             raise InternalError(
                 f"could not copy the misaligned {call.op.source}: {exc}") from None
-    runner = Runner(call, num_threads)
+    runner = prepare(call, num_threads)
     runner.run_scratch(call)
     return runner
 
