@@ -6,7 +6,8 @@ Usage::
         LABEL=PYTHON[:ENV=VALUE,...] ...
 
 Each configuration is a Python interpreter (a virtual environment with one
-version of ``trilinear_bwd`` installed) and environment variables, for
+version of ``trilinear_bwd`` installed) and environment variables
+(``NO_HUGE_PAGE_HINT=1`` turns the current code's huge-page hint off), for
 example::
 
     python benchmarks/torch_results.py \
@@ -38,9 +39,13 @@ import subprocess
 import sys
 
 CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 import torch, torch.nn.functional as F
 import trilinear_bwd.torch as tbt
+
+if os.environ.get("NO_HUGE_PAGE_HINT"):       # the hint of the current code turned off
+    from trilinear_bwd.torch import _arrays
+    _arrays._madvise = None
 
 calls = int(sys.argv[1])
 torch.manual_seed(0)
