@@ -175,13 +175,14 @@ def _extensions():
     def ext(name, isa=()):
         return Extension(
             f"trilinear_bwd.{name}",
-            [f"trilinear_bwd/{name}.pyx"],
+            [f"trilinear_bwd/{name.replace('.', '/')}.pyx"],
             include_dirs=include_dirs,
             define_macros=list(macros),
             extra_compile_args=list(isa),
         )
 
-    exts = [ext("_native"), ext("_kernel_plan"), ext("_torch_fast"), ext("_kernels_baseline")]
+    exts = [ext("_native"), ext("_kernel_plan"), ext("_runner"), ext("torch._fast"),
+            ext("_kernels_baseline")]
     msvc_like = sys.platform == "win32" and "GCC" not in sys.version
     if IS_X86_64:
         exts.append(ext("_kernels_avx2", ["/arch:AVX2"] if msvc_like else ["-mavx2", "-mf16c"]))

@@ -65,7 +65,8 @@ need = [
     "trilinear_bwd/_kernels.pxi", "trilinear_bwd/_kernel_helpers.pxd",
     "trilinear_bwd/_kernels_baseline.pyx", "trilinear_bwd/_native.pyx",
     "trilinear_bwd/_kernel_plan.pyx", "trilinear_bwd/_kernel_plan.pxd",
-    "trilinear_bwd/_torch_fast.pyx",
+    "trilinear_bwd/_runner.pyx", "trilinear_bwd/_runner.pxd", "trilinear_bwd/torch/_fast.pyx",
+    "trilinear_bwd/torch/__init__.py",
     "tests/conftest.py", "tests/digests.json", "docs/conf.py", "docs/index.md",
     "docs/operator.md",
 ]

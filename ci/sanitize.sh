@@ -59,7 +59,7 @@ tar -C "$repo" \
     --exclude=.hypothesis --exclude=.pytest_cache --exclude='.venv*' \
     --exclude=docs/_build --exclude='trilinear_bwd/_kernels_*.c' \
     --exclude='trilinear_bwd/_native.c' --exclude='trilinear_bwd/_kernel_plan.c' \
-    --exclude='trilinear_bwd/_torch_fast.c' \
+    --exclude='trilinear_bwd/_runner.c' --exclude='trilinear_bwd/torch/_fast.c' \
     -cf - . | tar -C "$work/src" -xf -
 
 echo "-- virtual environment"

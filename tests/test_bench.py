@@ -82,7 +82,7 @@ def test_forced_variant_is_used_by_executors_made_inside():
         with _dispatch.forced(v):
             _, ex = tb.get_workspace_size(g, (4, 4, 4), (1, 1, 2, 2, 2), False, 0, 0, 0,
                                           np.empty((1, 1, 2, 2, 2), np.float32))
-        assert ex._kernel.func.__module__ == f"trilinear_bwd._kernels_{v}"   # its bound run
+        assert ex._runner.variant.__name__ == f"trilinear_bwd._kernels_{v}"   # its runner's
     assert _dispatch.kernel_module() is before
 
 

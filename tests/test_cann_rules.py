@@ -252,7 +252,7 @@ def test_skewed_w_axis_memory_stays_bounded(dtype, layout):
     status, size, ex = aclnn.aclnnUpsampleTrilinear3dBackwardGetWorkspaceSize(
         g, list(shape[2:]), list(input_size), False, *scales, gi)
     assert status == OK, aclnn.aclGetRecentErrMsg()
-    w = ex._plan.kernel.tables[2]
+    w = ex._runner.plan.kernel.tables[2]
     assert w.width == 0 and w.padded_src.size == 0
     assert int(np.diff(w.ptr).max()) > 4000      # the pile the padding would repeat
     assert aclnn.aclnnUpsampleTrilinear3dBackward(aclnn.aclrtMalloc(size), size, ex, None) == OK
@@ -271,7 +271,7 @@ def test_unpadded_w_pass_gives_the_same_bits(dtype, monkeypatch):
     try:
         size, ex = tb.get_workspace_size(g, shape[2:], input_size, False, 0.0, 0.0, 0.0,
                                          out_array(input_size, g.dtype, "ncdhw"))
-        assert ex._plan.kernel.tables[2].width == 0
+        assert ex._runner.plan.kernel.tables[2].width == 0
         tb.execute(tb.alloc_workspace(size), size, ex)
         assert ex.grad_input.tobytes() == padded.tobytes()
     finally:

@@ -76,9 +76,13 @@ def blocks(page):
 
 
 PAGES = pages()
-# The pages with Python to run (the others are covered by the block check).
-PYTHON_PAGES = [p for p in PAGES if any(language == "python" and reason is None
-                                        for _, language, _, reason in blocks(p))]
+# Pages that are a walk-through of shell commands and Python blocks, run in
+# order by a test of their own (the Python blocks read what the commands
+# wrote): tests/test_golden_docs.py for docs/golden.md.
+WALK_THROUGHS = {"docs/golden.md": "tests/test_golden_docs.py"}
+# The pages with Python to run here (the others are covered by the block check).
+PYTHON_PAGES = [p for p in PAGES if p not in WALK_THROUGHS and any(
+    language == "python" and reason is None for _, language, _, reason in blocks(p))]
 
 
 def test_every_page_is_covered():
@@ -87,6 +91,8 @@ def test_every_page_is_covered():
         pytest.skip("the documentation is not next to the tests")
     assert "README.md" in PAGES and "docs/quickstart.md" in PAGES and len(PAGES) > 10
     assert {"README.md", "docs/quickstart.md", "docs/index.md"} <= set(PYTHON_PAGES)
+    for page, test in WALK_THROUGHS.items():
+        assert (ROOT / test).exists(), f"{page}'s walk-through test {test} is missing"
 
 
 @pytest.mark.parametrize("page", PAGES)

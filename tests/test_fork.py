@@ -37,7 +37,7 @@ def _all_modules():
 
     runnable = {f"trilinear_bwd._kernels_{v}" for v in _dispatch.available_variants()}
     modules = []
-    for info in pkgutil.iter_modules(trilinear_bwd.__path__, "trilinear_bwd."):
+    for info in pkgutil.walk_packages(trilinear_bwd.__path__, "trilinear_bwd."):
         if info.name.endswith("__main__"):
             continue
         if info.name.startswith("trilinear_bwd._kernels_") and info.name not in runnable:
@@ -64,8 +64,8 @@ def test_every_module_level_lock_and_thread_local_is_renewed_at_fork(torch):
     names = {(m, n) for m, n, _ in found}
     # The ones known when this test was written must be among those found.
     assert {("trilinear_bwd._plan", "_plans_lock"), ("trilinear_bwd._pool", "_lock"),
-            ("trilinear_bwd.aclnn", "_recent"), ("trilinear_bwd.torch", "_lock"),
-            ("trilinear_bwd._executor", "_scratch")} <= names
+            ("trilinear_bwd.aclnn", "_recent"), ("trilinear_bwd.torch._override", "_lock"),
+            ("trilinear_bwd._runner", "_scratch")} <= names
     missing = names - set(_fork.registered())
     assert not missing, f"not renewed in a forked child (register with _fork.renew): {missing}"
 
@@ -237,8 +237,8 @@ def test_a_fork_during_a_first_use_import_leaves_the_child_able_to_import(tmp_pa
 
 # Modules of the package that its callers reach (tools and the CLI aside).
 _CALL_PATH = ("_api", "_arguments", "_arrays", "_coerce", "_constants", "_dispatch",
-              "_executor", "_memory", "_operator", "_plan", "_pool", "_stream", "_tables",
-              "_torch_arrays", "_torch_pool", "aclnn", "dask", "torch", "pool", "__init__")
+              "_executor", "_memory", "_operator", "_plan", "_pool", "_stream",
+              "_tables", "_threads", "aclnn", "dask", "torch", "pool", "__init__")
 
 
 def test_every_first_use_import_goes_through_the_fork_guard():
@@ -260,11 +260,20 @@ def test_every_first_use_import_goes_through_the_fork_guard():
         capture_output=True, text=True, check=True).stdout.split()
     package = os.path.dirname(trilinear_bwd.__file__)
     offenders = []
+    files = []
     for name in _CALL_PATH:
+        if os.path.isdir(os.path.join(package, name)):          # a subpackage: each module
+            files += [(f"{name}.{f[:-3]}", os.path.join(name, f))
+                      for f in sorted(os.listdir(os.path.join(package, name)))
+                      if f.endswith(".py")]
+        else:
+            files.append((name, f"{name}.py"))
+    for name, file in files:
         module = "trilinear_bwd" if name == "__init__" else f"trilinear_bwd.{name}"
+        module = module.removesuffix(".__init__")
         if module not in loaded:
             continue        # cannot load here (its optional dependency is missing)
-        path = os.path.join(package, f"{name}.py")
+        path = os.path.join(package, file)
         tree = ast.parse(open(path).read())
         for func in ast.walk(tree):
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -275,7 +284,11 @@ def test_every_first_use_import_goes_through_the_fork_guard():
                 elif isinstance(node, ast.ImportFrom):
                     base = node.module or ""
                     if node.level:
-                        base = "trilinear_bwd" + ("." + base if base else "")
+                        parent = module if file.endswith("__init__.py") else \
+                            module.rpartition(".")[0]
+                        for _ in range(node.level - 1):
+                            parent = parent.rpartition(".")[0]
+                        base = parent + ("." + base if base else "")
                         targets = [base] if node.module else \
                             [f"{base}.{a.name}" for a in node.names]
                     else:

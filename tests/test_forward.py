@@ -367,7 +367,7 @@ def test_channels_last_every_variant_gives_the_channels_first_bits(dtype, channe
             with _dispatch.forced(variant):
                 size, executor = tb.get_forward_workspace_size(
                     in_layout(x, "ndhwc"), outs, False, 0.0, 0.0, 0.0, got, num_threads=2)
-            plan = executor._plan
+            plan = executor._runner.plan
             assert plan.channels_last and plan.kernel.whole_planes == whole
             assert plan.kernel.stream == stream
             tb.execute(tb.alloc_workspace(size), size, executor)

@@ -353,7 +353,7 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
         out = out_array((1, channels, 9, 11, 13), g.dtype, layout)
         size, ex = tb.get_workspace_size(src, (5, 6, 7), (1, channels, 9, 11, 13), False,
                                          0, 0, 0, out)
-        assert ex._plan.kernel.stream
+        assert ex._runner.plan.kernel.stream
         tb.execute(tb.alloc_workspace(size), size, ex)
         monkeypatch.undo()
         _plan.clear_plans()

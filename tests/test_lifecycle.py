@@ -274,7 +274,7 @@ def test_num_threads_none_follows_openmp_default():
     from trilinear_bwd import _native
 
     g, gi, size, ex = phase_one(shape_in=(4, 8, 16, 16, 16), shape_out=(32, 32, 32))
-    assert ex.num_threads == min(_native.max_threads(), ex._plan.n_slots)
+    assert ex.num_threads == min(_native.max_threads(), ex._runner.plan.n_slots)
     g, gi, size, ex = phase_one(num_threads=1)
     assert ex.num_threads == 1 and size > 0
 

@@ -35,7 +35,7 @@ class _Recorder:
 def _executor(g, gi):
     size, ex = tb.get_workspace_size(g, G[2:], I, False, 0.0, 0.0, 0.0, gi)
     ex.set_repeatable()
-    ex._kernel = _Recorder(ex._kernel)
+    ex._runner._kernel = _Recorder(ex._runner._kernel)
     return size, ex
 
 
@@ -72,7 +72,7 @@ def test_a_moved_torch_workspace_is_taken_afresh_or_refused(torch, move, launch)
     first = gi.clone()
     TORCH_MOVES[move](ws)
     gc.collect()
-    ex._kernel.calls.clear()
+    ex._runner._kernel.calls.clear()
     try:
         if launch == "stream":
             with tb.Stream() as s:
@@ -83,9 +83,9 @@ def test_a_moved_torch_workspace_is_taken_afresh_or_refused(torch, move, launch)
         # 361001, or 161002 for a tensor left with no memory at all.
         assert exc.status in (361001, 161002)
         assert "workspace" in str(exc)
-        assert ex._kernel.calls == []
+        assert ex._runner._kernel.calls == []
         return
-    (_, _, address), = ex._kernel.calls
+    (_, _, address), = ex._runner._kernel.calls
     start, length = _tensor_memory(ws)
     assert _inside(address, size - 64, start, length), (move, address, start, length)
     torch.testing.assert_close(gi, first, rtol=0, atol=0)
@@ -104,15 +104,15 @@ def test_a_moved_bound_tensor_is_refused_or_still_owned(torch, move, which):
     extent = t.numel() * t.element_size()
     TORCH_MOVES[move](t)
     gc.collect()
-    ex._kernel.calls.clear()
+    ex._runner._kernel.calls.clear()
     try:
         tb.execute(ws, size, ex)
     except ExecutionError as exc:
         assert exc.status == 361001
-        assert ex._kernel.calls == []
+        assert ex._runner._kernel.calls == []
         return
     assert move == "resize_ smaller"      # every other move must have been refused
-    (gout, gin, _), = ex._kernel.calls
+    (gout, gin, _), = ex._runner._kernel.calls
     address = gout if which == "grad_out" else gin
     start, length = _tensor_memory(t)
     assert _inside(address, extent, start, length)
@@ -126,14 +126,14 @@ def test_a_torch_workspace_moved_between_launch_and_run_is_refused(torch):
     size, ex = _executor(g, gi)
     ws = torch.empty(size, dtype=torch.uint8)
     tb.execute(ws, size, ex)
-    ex._kernel.calls.clear()
+    ex._runner._kernel.calls.clear()
     with tb.Stream() as s:
         with ex._busy:                       # the queued run waits for this
             tb.execute(ws, size, ex, stream=s)
             ws.resize_(size * 64)
         with pytest.raises(ExecutionError, match="workspace"):
             s.synchronize()
-    assert ex._kernel.calls == []
+    assert ex._runner._kernel.calls == []
 
 
 # -- NumPy arrays: pinned while remembered -------------------------------------

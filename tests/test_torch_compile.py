@@ -1,7 +1,7 @@
 """torch.compile under enable(): compiled F.interpolate runs this library's kernels.
 
 These tests fail if a PyTorch upgrade routes ``F.interpolate`` around the
-hook of ``trilinear_bwd._torch_compile`` (the counts would not move), if
+hook of ``trilinear_bwd.torch._compile`` (the counts would not move), if
 graphs traced while disabled stop being PyTorch's own, or if a compiled
 frame or a cache entry of one state is reused in the other.
 """
@@ -195,7 +195,7 @@ def test_tiny_static_calls_are_traced_as_pytorchs_code(fresh_dynamo):
 
 
 def test_the_tiny_rule_counts_concrete_output_elements():
-    from trilinear_bwd import _torch_compile
+    from trilinear_bwd.torch import _compile as _torch_compile
 
     below = _torch_compile.PYTORCH_BELOW
     assert below == 4096                                       # docs/torch.md's number
@@ -230,7 +230,7 @@ def test_the_first_enable_discards_frames_compiled_before_it():
 
 def test_cache_tag_marks_the_enabled_state():
     import torch.compiler.config as config
-    from trilinear_bwd import _torch_compile
+    from trilinear_bwd.torch import _compile as _torch_compile
     tag = config.cache_key_tag
     try:
         with tbt.enabled():

@@ -14,6 +14,7 @@ import trilinear_bwd
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
+from trilinear_bwd.torch import _cache, _dropin, _fast, _pytorch  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 LAYOUTS = ["NCDHW", "NDHWC"]
@@ -22,11 +23,11 @@ OPS = ["forward", "backward"]
 
 @pytest.fixture(autouse=True)
 def fresh_geometries():
-    tbt._forget_geometries()
+    _cache.forget()
     tbt.enable()
     yield
     tbt.disable()
-    tbt._forget_geometries()
+    _cache.forget()
 
 
 def _tensor(shape, dtype, layout, seed=0):
@@ -63,8 +64,8 @@ def no_careful_path(monkeypatch):
         raise AssertionError("the careful path ran for a geometry already checked")
 
     def arm():
-        for name in ("_run", "_run_forward", "as_array", "check"):
-            monkeypatch.setattr(tbt, name, refuse)
+        for name in ("run", "as_array", "check"):
+            monkeypatch.setattr(_cache, name, refuse)
     return arm
 
 
@@ -77,7 +78,7 @@ def test_hot_calls_give_the_cold_calls_bits(op, layout, dtype, align_corners,
     t = _source(op, dtype, layout)
     before = tbt.call_counts()[_counted(op)]
     cold = _call(op, t, align_corners=align_corners)
-    assert len(tbt._geometries) == 1
+    assert len(_cache.geometries) == 1
     no_careful_path()
     for _ in range(3):
         hot = _call(op, t.clone(memory_format=torch.preserve_format),
@@ -97,7 +98,7 @@ def test_a_changed_geometry_misses(op, change):
     kwargs = {}
     _call(op, t)
     _call(op, t)          # found in the cache: now the fast path's last hit too
-    assert len(tbt._geometries) == 1
+    assert len(_cache.geometries) == 1
     if change == "shape":
         t = _source(op, torch.float32, "NCDHW", n=1)
     elif change == "strides":
@@ -122,7 +123,7 @@ def test_a_changed_geometry_misses(op, change):
             got = _call(op, t, **kwargs)
     else:
         got = _call(op, t, **kwargs)
-    assert len(tbt._geometries) == 2
+    assert len(_cache.geometries) == 2
     # The miss computed its own geometry: PyTorch's kernel agrees within rounding.
     tbt.disable()
     want = _call(op, t.double(), **kwargs)
@@ -137,10 +138,8 @@ def test_a_misaligned_source_of_a_known_geometry_is_checked_every_call(op, dtype
                                                                       monkeypatch):
     """Same metadata, another address: alignment is a per-call fact, never cached."""
     careful = []
-    for name in ("_run", "_run_forward"):
-        real = getattr(tbt, name)
-        monkeypatch.setattr(tbt, name, lambda *a, real=real, **k: careful.append(1) or
-                            real(*a, **k))
+    real = _cache.run
+    monkeypatch.setattr(_cache, "run", lambda *a, **k: careful.append(1) or real(*a, **k))
     aligned = _source(op, dtype, "NCDHW")
     cold = _call(op, aligned)
     n = aligned.numel()
@@ -168,14 +167,14 @@ def test_a_team_of_two_runs_through_the_c_entry_point(op, layout):
     n, c = 2, 16
     results = {}
     for threads in (1, 2):
-        tbt._forget_geometries()
+        _cache.forget()
         with threadpoolctl.threadpool_limits(limits=threads, user_api="openmp"):
             # About a megabyte moved: a team of two where two are asked for.
             t = _tensor((n, c) + ((16, 20, 24) if op == "backward" else (8, 10, 12)),
                         torch.float32, layout, seed=3)
             size = (8, 10, 12) if op == "backward" else (16, 20, 24)
             _call(op, t, size=size)
-            (geometry,) = tbt._geometries.values()
+            (geometry,) = _cache.geometries.values()
             assert geometry.threads == threads
             before = tbt.call_counts()[_counted(op)]
             results[threads] = _call(op, t, size=size)
@@ -184,21 +183,23 @@ def test_a_team_of_two_runs_through_the_c_entry_point(op, layout):
 
 
 def test_a_geometry_refuses_what_would_crash_its_kernel():
-    from trilinear_bwd import _dispatch, _plan
+    from trilinear_bwd import _operator, _runner
 
-    _call("forward", _source("forward", torch.float32, "NCDHW"))
-    kernel_plan = next(reversed(_plan._plans.values()))[0].kernel
-    run_team = _dispatch.kernel_module().RUN_TEAM
-    good = dict(kernel_plan=kernel_plan, run_team=run_team, shape=(1,), strides=(1,),
-                itemsize=4, threads=1, workspace_size=0, allocate=None, allocate_args=(),
-                check_strides=False, scratch=None, safe_threads=None)
-    geometry = trilinear_bwd._torch_fast.Geometry(**good)
+    x = torch.rand(1, 1, 2, 2, 2)
+    call = _operator.check(_operator.FORWARD, x.numpy(), torch.empty(1, 1, 4, 4, 4).numpy(),
+                           (4, 4, 4), None, False, (0.0, 0.0, 0.0))
+    runner = _runner.prepare(call, 1)
+    good = dict(runner=runner, shape=(1,), strides=(1,), itemsize=4, threads=1,
+                allocate=None, allocate_args=())
+    geometry = _fast.Geometry(**good)
     # Filled once: a second __init__ changes nothing (a run may be using it).
-    geometry.__init__(**{**good, "shape": (2,), "workspace_size": 64})
-    assert geometry.shape == (1,) and geometry.workspace_size == 0
-    for bad in ({"run_team": 0}, {"itemsize": 0}, {"threads": 0}, {"workspace_size": -1}):
-        with pytest.raises(ValueError, match="null entry point"):
-            trilinear_bwd._torch_fast.Geometry(**{**good, **bad})
+    geometry.__init__(**{**good, "shape": (2,), "threads": 2})
+    assert geometry.shape == (1,) and geometry.threads == 1
+    for bad in ({"itemsize": 0}, {"threads": 0}):
+        with pytest.raises(ValueError, match="out of range"):
+            _fast.Geometry(**{**good, **bad})
+    with pytest.raises(TypeError):
+        _fast.Geometry(**{**good, "runner": None})
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -215,7 +216,7 @@ def test_results_are_fresh_writable_and_alias_nothing(op):
     assert torch.equal(results[2], first)
     # Small results copy a template's metadata; none lies in its storage,
     # and each owns a storage of its own size, resizable as PyTorch's are.
-    template = tbt._template_storage
+    template = _cache._template_storage
     assert template is not None
     shared = (template.data_ptr(), template.data_ptr() + template.nbytes())
     for r in results:
@@ -290,34 +291,32 @@ def test_calls_handed_to_pytorch_get_its_layout_for_every_source_layout(op, rout
 
 def test_remembered_layouts_are_pytorchs_rule_for_every_source_layout(monkeypatch):
     """_memory_format's memo, keyed by shape and strides, answers as the rule does, bounded."""
-    monkeypatch.setattr(tbt, "MEMORY_FORMATS_SIZE", 3)
-    monkeypatch.setattr(tbt, "_memory_formats", {})
+    monkeypatch.setattr(_pytorch, "MEMO_SIZE", 3)
+    monkeypatch.setattr(_pytorch, "_memory_formats", {})
     one = torch.arange(3.0).reshape(1, 3, 1, 1, 1)
     sources = _same_shape_other_strides(_source("forward", torch.float32, "NCDHW"))
     sources += [one, torch.empty_strided(one.shape, (3, 1, 3, 3, 3)).copy_(one)]
-    expected = [tbt._suggested_memory_format(t) for t in sources]
+    expected = [_pytorch.suggested_memory_format(t) for t in sources]
     assert len(set(expected)) == 2
     for _ in range(2):
         for t, e in zip(sources, expected):
-            assert tbt._memory_format(t) == e
-            assert len(tbt._memory_formats) <= 3
+            assert _pytorch.memory_format(t) == e
+            assert len(_pytorch._memory_formats) <= 3
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(tbt, "GEOMETRY_CACHE_SIZE", 4)
+    monkeypatch.setattr(_cache, "GEOMETRY_CACHE_SIZE", 4)
     for n in range(1, 11):
         _call("forward", torch.rand(n, 1, 2, 2, 2))
-        assert 1 <= len(tbt._geometries) <= 4
+        assert 1 <= len(_cache.geometries) <= 4
 
 
 @pytest.fixture
 def careful_calls(monkeypatch):
     """A list that grows by one on every call that goes the careful way."""
     careful = []
-    for name in ("_run", "_run_forward"):
-        real = getattr(tbt, name)
-        monkeypatch.setattr(tbt, name, lambda *a, real=real, **k: careful.append(1) or
-                            real(*a, **k))
+    real = _cache.run
+    monkeypatch.setattr(_cache, "run", lambda *a, **k: careful.append(1) or real(*a, **k))
     return careful
 
 
@@ -328,12 +327,12 @@ def test_a_forgotten_geometry_goes_the_careful_way_again(op, careful_calls, monk
     b = _source(op, torch.float32, "NCDHW", n=1)
     want = _call(op, a)
     assert torch.equal(_call(op, a), want) and len(careful_calls) == 1   # the last hit
-    tbt._forget_geometries()
+    _cache.forget()
     assert torch.equal(_call(op, a), want) and len(careful_calls) == 2
     assert torch.equal(_call(op, a), want) and len(careful_calls) == 2
-    monkeypatch.setattr(tbt, "GEOMETRY_CACHE_SIZE", 1)
+    monkeypatch.setattr(_cache, "GEOMETRY_CACHE_SIZE", 1)
     _call(op, b)                                        # evicts a
-    assert len(careful_calls) == 3 and len(tbt._geometries) == 1
+    assert len(careful_calls) == 3 and len(_cache.geometries) == 1
     assert torch.equal(_call(op, a), want) and len(careful_calls) == 4
 
 
@@ -343,8 +342,8 @@ def test_two_threads_running_one_geometry_get_its_bits(op):
     it at once (the kernel runs without the GIL) get the bits of calls one by one."""
     sources = [_source(op, torch.float32, "NDHWC") * (k + 1) for k in range(2)]
     wants = [_call(op, t) for t in sources]
-    (geometry,) = tbt._geometries.values()
-    assert 0 < geometry.workspace_size <= trilinear_bwd._torch_fast.OWN_WORKSPACE_BYTES
+    (geometry,) = _cache.geometries.values()
+    assert 0 < geometry.workspace_size <= trilinear_bwd._runner.OWN_WORKSPACE_BYTES
     wrong = []
 
     def work(k):
@@ -501,11 +500,11 @@ def test_tensor_states_of_a_known_geometry_are_right_by_every_route(op, state, f
     tbt.enable()
     order = [plain, odd, plain, odd] if first == "plain first" else [odd, plain, odd, plain]
     for name, route in _entry_points(op).items():
-        tbt._forget_geometries()
+        _cache.forget()
         want_odd = _outcome(route, odd)
         if isinstance(want_odd, torch.Tensor):
             torch.testing.assert_close(want_odd, want_values, rtol=1e-12, atol=1e-12)
-        tbt._forget_geometries()
+        _cache.forget()
         for t in order:
             got = _outcome(route, t)
             want = want_plain if t is plain else want_odd
@@ -514,7 +513,7 @@ def test_tensor_states_of_a_known_geometry_are_right_by_every_route(op, state, f
                                            msg=lambda m: f"{name}: {m}")
             else:
                 assert got == want, name
-        assert tbt._geometries, f"{name} remembered no geometry: its fast path went untested"
+        assert _cache.geometries, f"{name} remembered no geometry: its fast path went untested"
 
 
 @pytest.mark.slow
@@ -576,7 +575,7 @@ def test_the_public_backward_takes_sizes_as_users_spell_them(sizes, no_careful_p
     cold = tbt.upsample_trilinear3d_backward(g, spell(g.shape[2:]), spell(x_shape), False)
     no_careful_path()
     hot = tbt.upsample_trilinear3d_backward(g, g.shape[2:], x_shape, False)
-    assert torch.equal(hot, cold) and len(tbt._geometries) == 1
+    assert torch.equal(hot, cold) and len(_cache.geometries) == 1
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -588,7 +587,7 @@ def test_the_public_backward_reuses_a_checked_geometry(dtype, layout, kwargs,
                                                        no_careful_path):
     g = _source("backward", dtype, layout)
     cold = _public_backward(g, **kwargs)
-    assert len(tbt._geometries) == 1
+    assert len(_cache.geometries) == 1
     no_careful_path()
     for _ in range(2):
         hot = _public_backward(g.clone(memory_format=torch.preserve_format), **kwargs)
@@ -602,7 +601,7 @@ def test_the_public_backward_keys_threads_and_layout_apart():
     g = _source("backward", torch.float32, "NCDHW")
     results = [_public_backward(g, **kw) for kw in (
         {}, {"num_threads": 1}, {"num_threads": 2}, {"memory_format": torch.channels_last_3d})]
-    assert len(tbt._geometries) == 4
+    assert len(_cache.geometries) == 4
     assert results[3].is_contiguous(memory_format=torch.channels_last_3d)
     for r in results[1:]:
         assert torch.equal(r, results[0])
@@ -625,13 +624,13 @@ def test_a_public_call_spelled_otherwise_is_checked_every_time(spelling, plain_f
         with pytest.raises(trilinear_bwd.InvalidArgumentError, match="must be"):
             tbt.upsample_trilinear3d_backward(g, **dict(plain, **spelling))
     tbt.upsample_trilinear3d_backward(g, **plain)
-    assert len(tbt._geometries) == 1
+    assert len(_cache.geometries) == 1
 
 
 def test_the_drop_in_without_gradients_reuses_the_forward_geometry(no_careful_path):
     x = _tensor((2, 3, 3, 4, 5), torch.float32, "NDHWC")
     cold = tbt.upsample_trilinear3d(x, scale_factor=2)
-    assert len(tbt._geometries) == 1
+    assert len(_cache.geometries) == 1
     no_careful_path()
     hot = tbt.upsample_trilinear3d(x, scale_factor=(2, 2.0, 2))
     assert torch.equal(hot, cold) and hot.stride() == cold.stride()
@@ -711,41 +710,44 @@ def test_the_straight_route_refuses_what_the_dispatcher_would_change(case):
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         for layout in ("NCDHW", "NDHWC"):
             plain = _tensor((2, 3, 3, 4, 5), dtype, layout)
-            assert tbt._straight(plain)
-            assert tbt._straight(plain.requires_grad_())
-            assert tbt._straight(torch.nn.Parameter(plain.detach()))
+            assert _dropin._straight(plain)
+            assert _dropin._straight(plain.requires_grad_())
+            assert _dropin._straight(torch.nn.Parameter(plain.detach()))
     t = _straight_cases()[case]()
     if case == "under a dispatch mode":
         with _Recorder():
-            assert not tbt._straight(t)
+            assert not _dropin._straight(t)
     elif case == "under a torch function mode":
         with _FunctionRecorder():
-            assert not tbt._straight(t)
+            assert not _dropin._straight(t)
     elif case == "under FakeTensorMode":
         with FakeTensorMode():
-            assert not tbt._straight(t)
+            assert not _dropin._straight(t)
     elif case == "inside vmap":
         seen = []
-        torch.func.vmap(lambda v: seen.append(tbt._straight(v)) or v)(t)
+        torch.func.vmap(lambda v: seen.append(_dropin._straight(v)) or v)(t)
         assert seen == [False]
     else:
-        assert not tbt._straight(t)
-    assert tbt._straight(_tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW"))
+        assert not _dropin._straight(t)
+    assert _dropin._straight(_tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW"))
 
 
 @pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
 @pytest.mark.parametrize("recorder", [_Recorder, _FunctionRecorder],
                          ids=["dispatch mode", "torch function mode"])
 def test_a_mode_sees_the_drop_ins_operators(recorder, grad):
-    """Under a dispatch or torch function mode the drop-in's calls go through its operators.
+    """Under a dispatch mode the drop-in's calls go through its operators; a function mode sees it.
 
     The straight route skips the operators, so a mode (a profiler, a
     tracer, FlopCounterMode) would see nothing of the upsampling if the
-    route did not check for one.
+    route did not check for one.  A torch function mode sees the drop-in
+    itself, as it sees ``F.interpolate`` (both hand their call to
+    ``__torch_function__``).
     """
     x = _tensor((2, 3, 3, 4, 5), torch.float32, "NCDHW").requires_grad_(grad)
     g = _tensor((2, 3, 6, 8, 10), torch.float32, "NCDHW")
-    ours = "trilinear_bwd.upsample_trilinear3d.default"
+    ours = ("trilinear_bwd.upsample_trilinear3d.default" if recorder is _Recorder
+            else str(tbt.upsample_trilinear3d))
     with recorder() as mode:
         y = tbt.upsample_trilinear3d(x, scale_factor=2)
         if grad:

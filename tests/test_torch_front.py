@@ -13,7 +13,8 @@ F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import _api, _pool, _torch_arrays  # noqa: E402
+from trilinear_bwd import _api, _pool  # noqa: E402
+from trilinear_bwd.torch import _arrays as _torch_arrays, _cache  # noqa: E402
 from trilinear_bwd._status import InvalidArgumentError  # noqa: E402
 from _hardening import UNDER_SANITIZER  # noqa: E402
 from conftest import sample_product  # noqa: E402
@@ -49,9 +50,9 @@ def no_allocation(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("work done before the contract's checks")
 
-    for owner, name in ((_torch_arrays, "new_tensor"), (tbt, "new_tensor"),
+    for owner, name in ((_torch_arrays, "new_tensor"), (_cache, "new_tensor"),
                         (_api, "_new_output"), (_pool, "empty"), (_api, "run_once"),
-                        (tbt, "run_checked"), (_api, "run_checked")):
+                        (_cache, "run_once")):
         monkeypatch.setattr(owner, name, refuse)
 
 
@@ -96,6 +97,10 @@ def _forward_front_ends():
         "tb.upsample_trilinear3d(tensor)": lambda x, size: tb.upsample_trilinear3d(x, size),
         "tb.upsample_trilinear3d(ndarray)": lambda x, size:
             tb.upsample_trilinear3d(x.numpy(), size),
+        # The drop-in and its operator follow the contract too (issue 46, item 7).
+        "tbt.upsample_trilinear3d": lambda x, size: tbt.upsample_trilinear3d(x, size=size),
+        "torch.ops.trilinear_bwd.upsample_trilinear3d": lambda x, size:
+            torch.ops.trilinear_bwd.upsample_trilinear3d(x, size, False, None, None, None),
     }
 
 
@@ -119,22 +124,24 @@ def test_forward_limits_are_161002_before_any_work(no_allocation, front, case):
 
 @pytest.mark.parametrize("op", ["forward", "backward"])
 def test_the_kernels_own_entries_check_before_any_work(no_allocation, op):
-    # The registered kernels' library half (_run / _run_forward) refuses with
-    # 161002 before allocating; the operators then fall back to PyTorch's.
+    # The registered kernels' library half (_cache.run) refuses with 161002
+    # before allocating; enable()'s operators then fall back to PyTorch's.
     if op == "forward":
         with pytest.raises(InvalidArgumentError):
-            tbt._run_forward(_huge((1, 1, 2, 2, 2)), (2, 2, BIG), False, (0.0, 0.0, 0.0))
+            _cache.run(_huge((1, 1, 2, 2, 2)), (2, 2, BIG), None, False, (0.0, 0.0, 0.0),
+                       torch.contiguous_format, None)
     else:
         with pytest.raises(InvalidArgumentError):
-            tbt._run(_huge((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, BIG, 2), False,
-                     (0.0, 0.0, 0.0), torch.contiguous_format, None)
+            _cache.run(_huge((1, 1, 2, 2, 2)), (2, 2, 2), (1, 1, 2, BIG, 2), False,
+                       (0.0, 0.0, 0.0), torch.contiguous_format, None)
 
 
 # Sizes PyTorch itself refuses (its RuntimeError, before allocating) and sizes
-# past this library's limits that PyTorch computes: under enable() and
-# through the drop-in the first get PyTorch's exception type, the second
-# PyTorch's result, and neither allocates through this library first.
-IMPOSSIBLE_SIZES = [(2**40, 2**40, 2), (2**62, 1, 1)]
+# past this library's limits that PyTorch computes: under enable(), which
+# stands in for PyTorch's kernel, the first get PyTorch's exception type, the
+# second PyTorch's result, and neither allocates through this library first;
+# the drop-in and its operators refuse both with 161002 (above).
+IMPOSSIBLE_SIZES = [(2**40, 2**40, 2), (2**62, 1, 1), (2**21, 2**12, 2**10)]
 PAST_LIMITS_SIZES = [(1, 2, BIG), (BIG, 1, 2)]
 
 
@@ -143,12 +150,7 @@ def _forward_pytorch_front_ends():
         with tbt.enabled():
             return F.interpolate(x, size=size, mode="trilinear")
 
-    return {
-        "F.interpolate under enable()": enabled,
-        "tbt.upsample_trilinear3d": lambda x, size: tbt.upsample_trilinear3d(x, size=size),
-        "torch.ops.trilinear_bwd.upsample_trilinear3d": lambda x, size:
-            torch.ops.trilinear_bwd.upsample_trilinear3d(x, size, False, None, None, None),
-    }
+    return {"F.interpolate under enable()": enabled}
 
 
 def _backward_pytorch_front_ends():
@@ -157,12 +159,30 @@ def _backward_pytorch_front_ends():
             return torch.ops.aten.upsample_trilinear3d_backward(
                 g, g.shape[2:], input_size, False)
 
-    return {
-        "aten backward under enable()": enabled,
-        "torch.ops.trilinear_bwd.upsample_trilinear3d_backward": lambda g, input_size:
-            torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
-                g, g.shape[2:], input_size, False, None, None, None),
-    }
+    return {"aten backward under enable()": enabled}
+
+
+@pytest.mark.parametrize("size", IMPOSSIBLE_SIZES + PAST_LIMITS_SIZES, ids=str)
+def test_the_drop_in_refuses_sizes_past_the_limits_before_any_work(no_allocation, size):
+    x = torch.ones(1, 1, 2, 2, 2, requires_grad=True)
+    for call in (lambda: tbt.upsample_trilinear3d(x, size=size),
+                 lambda: tbt.upsample_trilinear3d(x.detach(), size=size),
+                 lambda: torch.ops.trilinear_bwd.upsample_trilinear3d(
+                     x.detach(), size, False, None, None, None)):
+        with pytest.raises(InvalidArgumentError) as info:
+            call()
+        assert info.value.status == 161002
+
+
+@pytest.mark.parametrize("input_size", [(1, 1, 2**62, 1, 1), (1, 1, 2**40, 2**40, 2),
+                                        (1, 1, BIG, 2, 2)], ids=str)
+def test_the_drop_ins_backward_operator_refuses_sizes_past_the_limits(no_allocation,
+                                                                     input_size):
+    g = _huge(input_size[:2] + (2, 2, 2))
+    with pytest.raises(InvalidArgumentError) as info:
+        torch.ops.trilinear_bwd.upsample_trilinear3d_backward(
+            g, g.shape[2:], input_size, False, None, None, None)
+    assert info.value.status == 161002
 
 
 @pytest.mark.parametrize("size", IMPOSSIBLE_SIZES, ids=str)
@@ -284,7 +304,8 @@ BAD_ARGUMENTS = [
     dict(scale_factor=torch.tensor(2.0)),
     dict(size=(5, 6, 7), align_corners=1),
     dict(size=(5, 6, 7), align_corners="yes"),
-    dict(size=2**62),
+    # (size=2**62: past the contract's limits, which the drop-in refuses
+    # with 161002 where PyTorch fails to allocate; tested above.)
 ]
 GOOD_UNUSUAL_ARGUMENTS = [
     dict(size=torch.tensor(5)),
@@ -443,7 +464,7 @@ def test_compile_backends_served_as_documented(restore_pytorch_kernel, front, ba
     else:
         def fn(v):
             return tbt.upsample_trilinear3d(v, scale_factor=2)
-    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (_torch_compile.PYTORCH_BELOW)
+    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (torch._compile.PYTORCH_BELOW)
     g = torch.randn(2, 4, 10, 10, 10)
     x_ref = x0.clone().requires_grad_()
     F.interpolate(x_ref, scale_factor=2, mode="trilinear").backward(g)
@@ -585,3 +606,60 @@ def test_scale_floor_rule_matches_pytorch_for_plain_factors():
         expected = F.interpolate(x, scale_factor=f, mode="trilinear").shape
         assert tbt.upsample_trilinear3d(x, scale_factor=f).shape == expected
         assert expected[2] == math.floor(n * f)
+
+
+# -- issue 46, item 7: no argument silently ignored or mis-reported --------------------
+
+@pytest.mark.parametrize("memory_format", ["banana", 5, torch.channels_last, torch.strided,
+                                           "channels_last_3d"], ids=repr)
+def test_a_memory_format_other_than_the_four_is_refused(no_allocation, memory_format):
+    g = torch.rand(1, 2, 4, 4, 4)
+    with pytest.raises(InvalidArgumentError, match="memory_format must be") as info:
+        tbt.upsample_trilinear3d_backward(g, (4, 4, 4), (1, 2, 2, 2, 2), False,
+                                          memory_format=memory_format)
+    assert info.value.status == 161002
+
+
+@pytest.mark.parametrize("layout", list(FORMATS))
+@pytest.mark.parametrize("memory_format", [None, torch.preserve_format, torch.contiguous_format,
+                                           torch.channels_last_3d], ids=repr)
+def test_each_memory_format_gives_its_layout(layout, memory_format):
+    g = torch.rand(1, 2, 4, 4, 4).contiguous(memory_format=FORMATS[layout])
+    got = tbt.upsample_trilinear3d_backward(g, (4, 4, 4), (1, 2, 2, 2, 2), False,
+                                            memory_format=memory_format)
+    # None and preserve_format: the layout PyTorch's kernel picks for g.
+    wanted = (FORMATS[layout] if memory_format in (None, torch.preserve_format)
+              else memory_format)
+    assert got.is_contiguous(memory_format=wanted)
+    torch.testing.assert_close(got, torch.ops.aten.upsample_trilinear3d_backward(
+        g, (4, 4, 4), (1, 2, 2, 2, 2), False))
+
+
+def _nested(layout):
+    parts = [torch.rand(2, 4, 4, 4), torch.rand(2, 4, 4, 4)]
+    return torch.nested.nested_tensor(parts, layout=layout)
+
+
+NOT_DENSE = {
+    "nested (strided)": lambda: _nested(torch.strided),
+    "nested (jagged)": lambda: _nested(torch.jagged),
+    "sparse COO": lambda: torch.rand(2, 2, 4, 4, 4).to_sparse(),
+    "mkldnn": lambda: torch.rand(2, 2, 4, 4, 4).to_mkldnn(),
+}
+
+
+@pytest.mark.parametrize("kind", list(NOT_DENSE))
+def test_a_tensor_that_is_not_dense_is_161002_through_every_front_end(no_allocation, kind):
+    g = NOT_DENSE[kind]()
+    calls = {
+        "tbt backward": lambda: tbt.upsample_trilinear3d_backward(
+            g, (4, 4, 4), (2, 2, 2, 2, 2), False),
+        "tb backward": lambda: tb.upsample_trilinear3d_backward(g, (2, 2, 2)),
+        "tb forward": lambda: tb.upsample_trilinear3d(g, (8, 8, 8)),
+        "executor": lambda: tb.get_workspace_size(g, (4, 4, 4), (2, 2, 2, 2, 2), False,
+                                                  0.0, 0.0, 0.0, torch.empty(2, 2, 2, 2, 2)),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidArgumentError, match="dense") as info:
+            call()
+        assert info.value.status == 161002, name

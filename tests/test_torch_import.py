@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The CPU kernels of the aten operators enable() overrides, as the
-# dispatcher lists them; "torch.py" in the CPU line names this library's.
+# dispatcher lists them; "trilinear_bwd" in the CPU line names this library's.
 _PRELUDE = r"""
 import sys, torch
 OPS = ("aten::upsample_trilinear3d", "aten::upsample_trilinear3d_backward")
@@ -47,7 +47,7 @@ before = cpu_lines()
 import trilinear_bwd.torch as tbt
 assert cpu_lines() == before, (before, cpu_lines())
 assert not any(ours(cpu_lines()).values())
-assert not tbt._library.registered
+assert not tbt._override._library.registered
 
 entered = []
 def sentinel(name):
@@ -55,9 +55,11 @@ def sentinel(name):
         entered.append(name)
         raise AssertionError(name + " entered before enable()")
     return hook
-for name in ("_aten_forward", "_aten_kernel", "_forward_or_fallback",
-             "_kernel_or_fallback", "_pytorch_forward", "_pytorch_kernel"):
-    setattr(tbt, name, sentinel(name))
+from trilinear_bwd.torch import _cache, _override, _pytorch
+for module, name in ((_override, "_switched_forward"), (_override, "_switched_backward"),
+                     (_override, "_forward"), (_override, "_backward"),
+                     (_cache, "run"), (_cache, "cold"), (_pytorch, "kernel")):
+    setattr(module, name, sentinel(name))
 x = torch.randn(2, 3, 4, 5, 6, dtype=torch.float64, requires_grad=True)
 if %r == "NDHWC":
     x = x.detach().contiguous(memory_format=torch.channels_last_3d).requires_grad_()
@@ -67,7 +69,7 @@ tbt.disable()                       # disable() before any enable(): still nothi
 torch.nn.functional.interpolate(x, size=(5, 7, 9), mode="trilinear",
                                 align_corners=True).sum().backward()
 assert entered == [] and tbt.call_counts() == dict.fromkeys(tbt.call_counts(), 0)
-assert cpu_lines() == before and not tbt._library.registered
+assert cpu_lines() == before and not tbt._override._library.registered
 """ % layout)
 
 
@@ -75,7 +77,7 @@ def test_first_enable_registers_once_and_for_good():
     """The first enable() registers both kernels; disable() and later toggles never unregister."""
     _run(r"""
 import trilinear_bwd.torch as tbt
-holder = tbt._library
+holder = tbt._override._library
 tbt.enable()
 assert all(ours(cpu_lines()).values()), cpu_lines()
 lib = holder.lib
@@ -85,7 +87,7 @@ assert tbt.call_counts()["forward"] == 1 and tbt.call_counts()["kernel"] == 1
 for _ in range(50):
     tbt.disable(); tbt.enable()
 tbt.disable()
-assert tbt._library is holder and holder.lib is lib
+assert tbt._override._library is holder and holder.lib is lib
 assert all(ours(cpu_lines()).values())      # still registered, handing calls back
 torch.nn.functional.interpolate(x, scale_factor=2, mode="trilinear").sum().backward()
 assert tbt.call_counts()["forward"] == 1 and tbt.call_counts()["kernel"] == 1
@@ -108,6 +110,6 @@ x = torch.randn(1, 2, 3, 4, 5, requires_grad=True)
 tbt.upsample_trilinear3d(x, %s).sum().backward()
 assert tbt.call_counts()["forward"] == 1 and tbt.call_counts()["kernel"] == 1
 assert not tbt.is_enabled()
-print(tbt._library.registered, any(ours(cpu_lines()).values()))
+print(tbt._override._library.registered, any(ours(cpu_lines()).values()))
 """ % spelling)
     assert out.split() == [str(registers)] * 2

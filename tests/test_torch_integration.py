@@ -236,7 +236,7 @@ def test_compile_eager_backend_uses_enabled_kernel(restore_pytorch_kernel):
 def test_compile_aot_eager_runs_enable_s_kernels(restore_pytorch_kernel):
     # What docs/torch.md says: under enable(), the trace of F.interpolate
     # records this library's operators instead of PyTorch's decomposition.
-    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (_torch_compile.PYTORCH_BELOW)
+    x0 = torch.randn(2, 4, 5, 5, 5)      # not tiny (torch._compile.PYTORCH_BELOW)
     _, g_ref = grads(interpolate(scale_factor=2), x0)
     with tbt.enabled():
         g, calls, (_, forward_calls) = _compiled_run(interpolate(scale_factor=2), "aot_eager",

@@ -5,8 +5,8 @@ import numpy as np
 from . import _pool
 from ._arguments import forward_sizes, one_call_sizes
 from ._arrays import as_array, is_channels_last, is_misaligned, kind_of
-from ._executor import run_once
 from ._operator import BACKWARD, FORWARD, check
+from ._runner import run_once
 from ._status import InternalError, NullArgumentError
 
 
@@ -165,7 +165,7 @@ def _run(call, given, misaligned, out, num_threads):
     copied or planned for a call the contract refuses.
     """
     if out is not None:
-        run_checked(call, misaligned, num_threads)
+        run_once(call, num_threads, misaligned)
         return out
     target_shape = call.op.shapes(call.input_size, call.output_size)[1]
     # The layout is decided from the caller's array, never from the aligned
@@ -178,30 +178,8 @@ def _run(call, given, misaligned, out, num_threads):
         result, target = kind.new_like(given, target_shape, channels_last, call.op.target)
     else:
         result = target = _new_output(call.source, target_shape, call.op.target, channels_last)
-    run_checked(call.replace(target=target), misaligned, num_threads)
+    run_once(call.replace(target=target), num_threads, misaligned)
     return result
-
-
-def run_checked(call, misaligned, num_threads):
-    """Run a checked call whose target is set, copying a misaligned source first.
-
-    Parameters
-    ----------
-    call : trilinear_bwd._operator.Call
-        From ``_operator.check`` (with ``misaligned_ok=misaligned``), its
-        target filled in.
-    misaligned : bool
-        The source is not aligned to its element size: it is copied (in its
-        own layout, so the kernel sees the strides the caller's array has).
-    num_threads : int or None
-    """
-    if misaligned:
-        try:
-            call = call.replace(source=call.source.copy(order="K"))
-        except MemoryError as exc:
-            raise InternalError(
-                f"could not copy the misaligned {call.op.source}: {exc}") from None
-    run_once(call, num_threads)
 
 
 def _new_output(source, shape, name, channels_last):

@@ -1,27 +1,24 @@
-"""Phase two's arguments and the one call's spelling, checked; the thread count resolved.
+"""Phase two's arguments and the one call's spelling, checked.
 
 The operator's own contract (arrays, sizes, scales, limits) is
 ``_operator.check``; scalar coercion is ``_coerce``, array import
-``_arrays``.  What remains here are the arguments around a call: phase
-two's workspace, the thread count every front end accepts, and the one
-call's ``input_size`` / ``output_size`` / ``scales`` spellings, each turned
-into what the check takes.
+``_arrays``, the thread count ``_threads``.  What remains here are the
+arguments around a call: phase two's workspace, and the one call's
+``input_size`` / ``output_size`` / ``scales`` spellings, each turned into
+what the check takes.
 """
 
 import math
 
 import numpy as np
 
-from . import _native
 from ._arrays import as_array, has_internal_overlap
 from ._coerce import as_int, as_real, as_scales, as_sequence, invalid
 from ._operator import check_5d
 from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
-MAX_THREADS = 1024
 
-
-# -- phase two and the thread count -------------------------------------------
+# -- phase two -------------------------------------------------------------------
 
 def workspace_size_argument(workspace_size):
     """Return ``workspace_size`` as a non-negative int, or raise 161002."""
@@ -29,26 +26,6 @@ def workspace_size_argument(workspace_size):
     if workspace_size < 0:
         raise invalid(f"workspaceSize must be >= 0, got {workspace_size}")
     return workspace_size
-
-
-def resolve_num_threads(num_threads):
-    """Check ``num_threads`` and return the team size it asks for (>= 1).
-
-    Parameters
-    ----------
-    num_threads : int or None
-        None follows OpenMP's default; a positive integer is a team size; a
-        negative integer counts back from the processor count (-1: all).
-    """
-    if num_threads is None:
-        return _native.effective_n_threads(None)
-    num_threads = as_int(num_threads, "num_threads")
-    if num_threads == 0 or abs(num_threads) > MAX_THREADS:
-        raise invalid(
-            f"num_threads must be non-zero and at most {MAX_THREADS} in magnitude, "
-            f"got {num_threads}"
-        )
-    return _native.effective_n_threads(num_threads)
 
 
 def checked_workspace(workspace, workspace_size, required, call):

@@ -64,7 +64,7 @@ _DLPACK_CPU = 1  # kDLCPU
 # Packages whose arrays need a front end of their own, and the module that
 # registers it: imported at the first such array, which exists only once
 # the caller imported the package.
-FOREIGN = {"torch": "trilinear_bwd._torch_arrays"}
+FOREIGN = {"torch": "trilinear_bwd.torch._arrays"}
 _kinds = []          # (base type, kind), registered by the FOREIGN modules
 _loaded = set()
 

@@ -8,39 +8,16 @@ kernel with the GIL released.
 """
 
 import threading
-import warnings
 import weakref
 
-import numpy as np
-
-from . import _dispatch, _fork, _memory, _native
-from ._arguments import checked_workspace, resolve_num_threads, workspace_size_argument
+from . import _fork, _memory
+from ._arguments import checked_workspace, workspace_size_argument
 from ._arrays import data_address, kind_of
-from ._constants import LINE
 from ._operator import BACKWARD, FORWARD, check, rebind
-from ._plan import planned
-from ._status import (
-    ExecutionError,
-    InternalError,
-    InvalidArgumentError,
-    NullArgumentError,
-)
-
-# With the default thread count, small problems use fewer threads: a thread
-# per this many bytes moved at most.  Waking a team costs more than the work,
-# and under load a descheduled team member stalls everyone at the barrier.
-# (Results do not depend on the thread count.)
-BYTES_PER_THREAD = 256 * 2**10
+from ._runner import aligned_bytes, prepare
+from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
 _READY, _CONSUMED, _DESTROYED = "ready", "consumed", "destroyed"
-
-# Fork safety.  GNU libgomp cannot start a thread team in a child forked after
-# the parent ran one: the child hangs.  Results do not depend on the thread
-# count, so a child forked after this process ran a team of several threads
-# runs single-threaded instead, and says so once.
-_team_started = False
-_forked_after_team = False
-
 
 # Executors alive in this process: a child forked while another thread held
 # one of an executor's locks would find it held forever, so the child gets
@@ -50,23 +27,9 @@ _live = weakref.WeakSet()
 
 @_fork.at_child
 def _after_fork_in_child():
-    global _forked_after_team
-    _forked_after_team = _forked_after_team or _team_started
     for executor in list(_live):
         executor._lock = threading.Lock()
         executor._busy = threading.Lock()
-
-
-def _fork_safe_threads(threads):
-    if threads > 1 and _forked_after_team:
-        warnings.warn(
-            "trilinear_bwd: this process was forked after running an OpenMP team, which "
-            "GNU libgomp cannot restart; running on one thread. Start workers with "
-            "'spawn' or 'forkserver' to use several (see docs/threads.md).",
-            RuntimeWarning, stacklevel=4,
-        )
-        return 1
-    return threads
 
 
 class Executor:
@@ -88,14 +51,11 @@ class Executor:
     def __init__(self, call, num_threads):
         self._call = call
         self._op = call.op
-        self._follow_default = num_threads is None
-        self._requested = resolve_num_threads(num_threads)
-        self._plan, self._kernel = planned(call, self._requested, _dispatch.kernel_module())
-        self._workspace_size = self._plan.workspace_size
-        self._n_slots = self._plan.n_slots
-        self._nbytes = moved_bytes(call)     # the same after update_arrays
-        # A fixed team is chosen once; the default one at each run.
-        self._threads = team_size(self._n_slots, self._nbytes, self._requested, False)
+        # Planned once; the same runner serves the arrays of update_arrays
+        # (same shapes, dtypes and strides).
+        self._runner = prepare(call, num_threads)
+        self._workspace_size = self._runner.workspace_size
+        self._destroyed_team = None
         self._addresses = call.addresses()
         # Two locks, so that nothing waits on a run but another run:
         # ``_lock`` guards the state and is held only for a moment (claim,
@@ -153,9 +113,8 @@ class Executor:
     @property
     def num_threads(self):
         """The team size a run will use now."""
-        if not self._follow_default:
-            return self._threads
-        return team_size(self._n_slots, self._nbytes, self._requested, True)
+        runner = self._runner
+        return self._destroyed_team if runner is None else runner.team()
 
     @property
     def last_num_threads(self):
@@ -170,7 +129,7 @@ class Executor:
         a = self._call
         if a is None:
             return f"<trilinear_bwd.Executor {self._state}>"
-        layout = "NDHWC" if self._plan.channels_last else "NCDHW"
+        layout = "NDHWC" if self._runner.plan.channels_last else "NCDHW"
         read, written = a.names
         return (
             f"<trilinear_bwd.Executor {self._op.name} {self._state}"
@@ -240,7 +199,9 @@ class Executor:
         """
         with self._lock:
             self._state = _DESTROYED
-            self._call = self._plan = self._kernel = self._workspace_memo = None
+            if self._runner is not None:
+                self._destroyed_team = self._runner.team()
+            self._call = self._runner = self._workspace_memo = None
             self._held = ((), ())
 
     def __enter__(self):
@@ -346,104 +307,15 @@ def _workspace_keep(workspace, buf, workspace_size):
     return (None, _memory.pin(buf))
 
 
-def moved_bytes(call):
-    """Bytes a run of ``call`` reads and writes: the source's and the target's."""
-    return call.source.nbytes + call.target.nbytes
-
-
-def team_size(n_slots, nbytes, requested, follow_default):
-    """The team a run uses: the one place the thread count is chosen.
-
-    Parameters
-    ----------
-    n_slots : int
-        The plan's thread slots (``Plan.n_slots``).
-    nbytes : int
-        :func:`moved_bytes` of the call.
-    requested : int
-        ``resolve_num_threads`` of what the caller passed.
-    follow_default : bool
-        The caller passed None: OpenMP's default team now, but no more
-        threads than the plan has slots or than the bytes moved are worth
-        waking (``BYTES_PER_THREAD``).  Otherwise what was asked for,
-        within the plan's slots.
-    """
-    if not follow_default:
-        return min(requested, n_slots)
-    cap = max(1, nbytes // BYTES_PER_THREAD)
-    return max(1, min(_native.effective_n_threads(None), n_slots, cap))
-
-
-def run_kernel(kernel, call, workspace, threads, checks=(), addresses=None):
-    """Run ``kernel`` on ``call`` with ``workspace`` (an address); return the team that ran.
-
-    Checks first that the bound arrays of a registered kind (torch tensors)
-    still use the memory they were bound with, and each of ``checks``
-    (``_memory.bound``); marks the target written afterwards.  ``addresses``
-    are ``call.addresses()`` when the caller keeps them (an executor).
-    """
-    global _team_started
-    for binding in call.bindings:
-        binding.check()
-    for memory in checks:
-        memory.check()
-    source, target = call.addresses() if addresses is None else addresses
-    team = kernel(source, target, workspace, _fork_safe_threads(threads))
-    _team_started = _team_started or team > 1
-    if call.bindings:
-        written = call.op.target
-        for binding in call.bindings:
-            if binding.name == written:
-                binding.mark_written()
-    return team
-
-
-# Each thread's scratch workspace for the one call, kept between calls when
-# it is small (a workspace is a few rows per thread, not a volume).
-SCRATCH_KEEP_BYTES = 16 * 2**20
-_scratch = threading.local()
-_fork.renew(globals(), "_scratch", threading.local)
-
-
-def scratch_workspace(size):
-    """``(buffer, address)``: this thread's scratch workspace of at least ``size`` bytes.
-
-    ``(None, 0)`` for none.  Kept between calls when it is small (a
-    workspace is a few rows per thread, not a volume); the caller holds
-    ``buffer`` for the length of its run.  The workspace of every run that
-    is not an executor's: the one call, Dask's blocks, the torch fast path.
-    """
-    if size <= 0:
-        return None, 0
-    kept = getattr(_scratch, "kept", None)
-    if kept is not None and kept[0].nbytes >= size:
-        return kept
-    buf = alloc_workspace(size)
-    kept = (buf, data_address(buf))
-    if size <= SCRATCH_KEEP_BYTES:
-        _scratch.kept = kept
-    return kept
-
-
-def run_once(call, num_threads):
-    """The one call's run: a cached plan, this thread's scratch workspace, the kernel."""
-    requested = resolve_num_threads(num_threads)
-    plan, kernel = planned(call, requested, _dispatch.kernel_module())
-    threads = team_size(plan.n_slots, moved_bytes(call), requested, num_threads is None)
-    buf, address = scratch_workspace(plan.workspace_size)
-    run_kernel(kernel, call, address, threads)
-    del buf   # held until the kernel returned
-
-
 class _Job:
     """One claimed run of an executor: its arrays, kernel and workspace, fixed at launch."""
 
-    __slots__ = ("_executor", "_kernel", "_call", "_addresses", "_workspace", "_address",
+    __slots__ = ("_executor", "_runner", "_call", "_addresses", "_workspace", "_address",
                  "_threads", "_held", "_checks")
 
     def __init__(self, executor, workspace, address, threads, keep, queued):
         self._executor = executor
-        self._kernel = executor._kernel
+        self._runner = executor._runner
         self._call = executor._call
         self._addresses = executor._addresses
         self._workspace = workspace      # kept alive until the run
@@ -459,8 +331,8 @@ class _Job:
 
     def run(self):
         """Check the memory is still there, run the kernel, then mark a torch ``gradInput`` as written."""
-        self._executor._last_team = run_kernel(self._kernel, self._call, self._address,
-                                               self._threads, self._checks, self._addresses)
+        self._executor._last_team = self._runner.run(self._call, self._address, self._checks,
+                                                     self._addresses, self._threads)
 
     def __call__(self):
         # On a stream's worker: wait for a run of the same executor in
@@ -615,17 +487,7 @@ def alloc_workspace(workspace_size):
     InternalError
         (561000) the memory could not be allocated.
     """
-    workspace_size = workspace_size_argument(workspace_size)
-    # A size no allocator can satisfy is reported as an AclnnError
-    # (561000: not a rule the caller broke, but no MemoryError escaping).
-    try:
-        raw = np.empty(workspace_size + LINE, dtype=np.uint8)
-    except (MemoryError, ValueError) as exc:
-        raise InternalError(
-            f"could not allocate a workspace of {workspace_size} bytes: {exc}"
-        ) from None
-    start = -raw.ctypes.data % LINE
-    return raw[start:start + workspace_size]
+    return aligned_bytes(workspace_size_argument(workspace_size))
 
 
 def execute(workspace, workspace_size, executor, stream=None):

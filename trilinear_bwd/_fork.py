@@ -14,9 +14,9 @@ package's module globals and fails if one is not registered.
 A lock this handler cannot renew is importlib's own per-module lock: a fork
 while another thread is importing a module for the first time leaves that
 module locked in the child forever.  Modules the package imports on first
-use (a kernel variant, ``_torch_pool``, ``ml_dtypes``) are therefore imported
-through :func:`import_module`, and a fork waits until no such import is
-under way.
+use (a kernel variant, the torch wing's tensor kind, ``ml_dtypes``) are
+therefore imported through :func:`import_module`, and a fork waits until
+no such import is under way.
 """
 
 import importlib

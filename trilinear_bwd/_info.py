@@ -36,7 +36,7 @@ def config():
 
     import numpy as np
 
-    from . import _dispatch, _native
+    from . import _dispatch, _native, _threads
     from ._version import __version__
 
     omp_macro = _native.openmp_version()
@@ -53,7 +53,7 @@ def config():
         "openmp_version": (f"{omp_macro} (OpenMP {_OPENMP_VERSIONS.get(omp_macro, '?')})"
                            if omp_macro else "none (serial build)"),
         "openmp_runtime": openmp_runtimes(),
-        "default_threads": _native.effective_n_threads(None),
+        "default_threads": _threads.effective(None),
         "processors": _native.num_procs(),
         "cpu_avx2_f16c": _native.cpu_has_avx2_f16c(),
         "cpu_avx512": _native.cpu_has_avx512(),

@@ -319,7 +319,8 @@ cdef void _run_team(const Problem* p, const char* source, char* target, char* ws
                     int n_threads) noexcept nogil:
     # The kernel as a C function (RunTeam, _kernel_plan.pxd), for callers
     # that hold a plan and need no count of the threads used: the torch
-    # fast path (_torch_fast.pyx) calls it without a Python call.
+    # fast path (torch/_fast.pyx, through _runner.Runner.run_raw) calls it
+    # without a Python call.
     if p.n_items == 0:
         return
     if n_threads == 1:

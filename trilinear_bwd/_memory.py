@@ -18,7 +18,7 @@ behind it.  Each kind of owner is handled here (``docs/reliability.md``,
   ``set_`` or ``untyped_storage().resize_``) is checked before each run by
   its kind's ``memory`` check: that it still starts at the remembered
   address and its storage still covers the bytes the kernel touches, else
-  361001 (``_torch_arrays.TorchMemory``);
+  361001 (``torch._arrays.TorchMemory``);
 * the package's own pooled results (``_pool``) keep their block until the
   last view dies;
 * anything else (another DLPack producer, an ``__array_interface__``

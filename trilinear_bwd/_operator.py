@@ -35,7 +35,7 @@ from ._arrays import (
     imported,
 )
 from ._coerce import as_scale, element_name, int_tuple, invalid
-from ._status import NullArgumentError
+from ._status import LimitError, NullArgumentError
 
 MAX_DIM = 2**20
 MAX_BYTES = 60 * 2**30
@@ -355,19 +355,19 @@ def check_limits(op, source_shape, target_shape):
     for name, shape in zip(op.names, (source_shape, target_shape)):
         for k, n in enumerate(shape):
             if n > MAX_DIM:
-                raise invalid(
+                raise LimitError(
                     f"{name} dimension {k} must be at most 2**20 = {MAX_DIM}, got {n}"
                 )
     n, c, sd, sh, sw = source_shape
     _, _, td, th, tw = target_shape
     need = n * c * (sd * sh * sw + td * th * tw + sd * sh * tw + sd * th * tw) * 4
     if need >= MAX_BYTES:
-        raise invalid(f"{op.limit_formula} must be below 60 GiB = {MAX_BYTES} bytes, "
-                      f"got {need}")
+        raise LimitError(f"{op.limit_formula} must be below 60 GiB = {MAX_BYTES} bytes, "
+                         f"got {need}")
     if n * c * sd * sh >= MAX_PRODUCT:
-        raise invalid(f"{op.limit_products[0]} must be below 2**31, got {n * c * sd * sh}")
+        raise LimitError(f"{op.limit_products[0]} must be below 2**31, got {n * c * sd * sh}")
     if tw * th >= MAX_PRODUCT:
-        raise invalid(f"{op.limit_products[1]} must be below 2**31, got {tw * th}")
+        raise LimitError(f"{op.limit_products[1]} must be below 2**31, got {tw * th}")
 
 
 def _check_overlap(source, target, names):

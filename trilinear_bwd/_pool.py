@@ -2,12 +2,17 @@
 
 A fresh result of tens of megabytes costs more to fault in than the kernel
 costs to compute: the operating system maps and zeroes each page on its first
-write (``docs/performance.md``, "Fresh results").  The one call and the
-PyTorch entry points allocate their results here instead of with
-``np.empty`` / ``torch.empty``.  A block whose result (and every view of it,
-NumPy or PyTorch) has died comes back to the pool, already faulted in, and
-the next result of the same size reuses it -- what PyTorch's caching
-allocators do for GPU memory.
+write (``docs/performance.md``, "Fresh results").  The NumPy results the
+library allocates (the one call without ``out``, ``trilinear_bwd.dask``'s
+blocks on the local schedulers; a ``dask.distributed`` worker's come from
+``np.empty``, memory Dask can see and free) come from here instead of
+``np.empty``.  A block comes back to the pool only from the finalizer of
+the object that owns it, which runs when its result and every view of it
+(NumPy, DLPack, ``torch.from_numpy``) have died: nothing can reach a block
+when it is handed out again.  The next
+result of the same size reuses it, already faulted in -- what PyTorch's
+caching allocators do for GPU memory.  Torch results are PyTorch's own
+(``torch.empty``): memory PyTorch frees cannot come back here.
 
 The pool holds at most ``limit()`` bytes of free blocks (``POOL_BYTES`` by
 default, ``$TRILINEAR_BWD_POOL_BYTES`` or :func:`set_limit` to change; 0
@@ -44,9 +49,6 @@ _limit = _environ.read_bytes(_environ.POOL_BYTES, POOL_BYTES)
 # (a garbage collection inside this module included): appending to a deque
 # needs no lock, and the next take() files them.
 _returned = collections.deque()
-# What else :func:`clear` forgets: modules holding memory under the same
-# limit register here (``_torch_pool``, so that this module never names torch).
-_on_clear = []
 
 
 @_fork.at_child
@@ -218,15 +220,9 @@ def empty(shape, dtype, channels_last=False):
 
 
 def clear():
-    """Release every free block to the operating system and reset the counts of :func:`stats`.
-
-    The storages kept for torch results (``_torch_pool``, loaded only with
-    PyTorch) are forgotten too.
-    """
+    """Release every free block to the operating system and reset the counts of :func:`stats`."""
     global _held, _hits, _misses
     with _lock:
         _file_returned()
         _free.clear()
         _held = _hits = _misses = 0
-    for forget in _on_clear:
-        forget()

@@ -47,6 +47,15 @@ class InvalidArgumentError(AclnnError, ValueError):
     status = ACLNN_ERR_PARAM_INVALID
 
 
+class LimitError(InvalidArgumentError):
+    """A size breaks one of the contract's limits (161002, ``ACLNN_ERR_PARAM_INVALID``).
+
+    A dimension above 2**20, the 60 GiB working set or a 2**31 product: the
+    calls that PyTorch would try to allocate, so that the PyTorch front ends
+    refuse them before anything is allocated (``docs/torch.md``).
+    """
+
+
 class ExecutionError(AclnnError, RuntimeError):
     """Phase two was misused (361001, ``ACLNN_ERR_RUNTIME_ERROR``).
 

@@ -225,7 +225,7 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
     ``cache``, ``variants`` and ``stat`` are passed to :func:`measure`.
     """
     import trilinear_bwd as tb
-    from trilinear_bwd import _dispatch, _native
+    from trilinear_bwd import _dispatch, _threads
 
     if with_torch is None:
         try:
@@ -234,7 +234,7 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
             with_torch = False
         else:
             with_torch = True
-    threads = _native.effective_n_threads(num_threads)
+    threads = _threads.effective(num_threads)
     bw = bandwidth or copy_bandwidth(threads=1)
     bw_all = copy_bandwidth(threads=threads) if threads > 1 else bw
     results = []
@@ -258,7 +258,7 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
     machine = {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
-        "threads": _native.effective_n_threads(num_threads),
+        "threads": _threads.effective(num_threads),
         "kernel_variant": variants[0] if variants else _dispatch.active_variant(),
         "other_variants": list((variants or [])[1:]),
         "trilinear_bwd": tb.__version__,

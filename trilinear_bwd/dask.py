@@ -38,12 +38,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from . import _pool, _tables
-from ._arguments import forward_sizes, one_call_sizes, resolve_num_threads
+from . import _pool, _tables, _threads
+from ._arguments import forward_sizes, one_call_sizes
 from ._arrays import dtype_info, is_channels_last, is_misaligned
 from ._coerce import invalid
-from ._executor import run_once
 from ._operator import BACKWARD, FORWARD, check, check_5d, check_limits, check_window
+from ._runner import run_once
 from ._status import NullArgumentError
 
 __all__ = ["upsample_trilinear3d", "upsample_trilinear3d_backward"]
@@ -182,7 +182,7 @@ def _check_arguments(grad_out, input_size, output_size, align_corners, scales, n
     grad_out = _checked_dask_array(grad_out, "gradOut", "upsample_trilinear3d_backward")
     input_size, output_size, scales, first = one_call_sizes(
         tuple(grad_out.shape), input_size, output_size, scales)
-    resolve_num_threads(num_threads)
+    _threads.resolve(num_threads)
     call = check(BACKWARD, _stand_in(grad_out), None, output_size, input_size, align_corners,
                  scales, allocate=True, input_first=first, batch_limits=False)
     return grad_out, call
@@ -225,7 +225,7 @@ def _checked_dask_array(arr, name, one_call):
 def _check_forward_arguments(x, output_size, align_corners, scales, num_threads):
     """The forward's checks at graph construction; ``(x, whole)`` as for the backward."""
     x = _checked_dask_array(x, "self", "upsample_trilinear3d")
-    resolve_num_threads(num_threads)
+    _threads.resolve(num_threads)
     output_size, scales = forward_sizes(x.shape, output_size, scales)
     call = check(FORWARD, _stand_in(x), None, output_size, None, align_corners, scales,
                  allocate=True, batch_limits=False)

@@ -1,10 +1,12 @@
 """The pool of already-faulted memory that large fresh results come from.
 
-Results of 1 MiB or more that the library allocates (the one call without
-``out``, ``trilinear_bwd.torch``, ``trilinear_bwd.dask``'s blocks) come
-from a bounded least-recently-used pool of blocks that earlier results gave
-back when they died, so that repeated calls do not pay the operating
-system's first touch of fresh pages (``docs/api.md``, "The memory pool").
+NumPy results of 1 MiB or more that the library allocates (the one call
+without ``out``, ``trilinear_bwd.dask``'s blocks on the local schedulers)
+come from a bounded least-recently-used pool of blocks that earlier results
+gave back when they and every view of them died, so that repeated calls do
+not pay the operating system's first touch of fresh pages (``docs/api.md``,
+"The memory pool").  Torch results are ``torch.empty``'s own and never
+pooled.
 
 Examples
 --------

@@ -13,19 +13,21 @@ tensor it is given, so ``import trilinear_bwd`` never imports torch.
   version counter after writing it, as PyTorch's ``out=`` ops do;
 * :meth:`TensorKind.memory`: the check of a tensor's memory that a
   remembered address relies on (``_memory``);
-* :meth:`TensorKind.new_like`: a fresh result from PyTorch's allocator
-  (``_torch_pool``), so that a tensor in gives a tensor out.
+* :meth:`TensorKind.new_like`: a fresh result from PyTorch's allocator, so
+  that a tensor in gives a tensor out.
 """
 
+import ctypes
+import platform
+import sys
 import warnings
 
 import numpy as np
 import torch
 from torch.autograd.graph import increment_version
 
-from . import _arrays, _fork
-from ._coerce import invalid
-from ._status import ExecutionError, InternalError
+from .. import _arrays, _fork
+from .._status import ExecutionError, InternalError, InvalidArgumentError
 
 _TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 
@@ -41,8 +43,60 @@ def tensor_view(tensor):
     return np.from_dlpack(tensor)
 
 
+# A large result is first touched by the kernel, a page fault per 4 KiB page
+# of fresh memory; transparent huge pages make that one per 2 MiB
+# (``docs/performance.md``, "Large results and the memory pool").  PyTorch's
+# allocator asks for them itself only with THP_MEM_ALLOC_ENABLE=1, NumPy for
+# every large array.  madvise's advice number on the architectures this
+# package builds for.
+HUGE_PAGE = 2**21
+_MADV_HUGEPAGE = 14
+
+
+def _load_madvise():
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64"):
+        return None
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
+_madvise = _load_madvise()
+
+
+def huge_pages(tensor):
+    """Ask for transparent huge pages under ``tensor``'s whole 2 MiB pages; return ``tensor``.
+
+    A hint to the operating system about memory the tensor owns, before it
+    is written: the values, the strides and the storage are unchanged
+    (still PyTorch's, resizable).  Without the hint (another system, THP
+    off, a tensor smaller than two huge pages) nothing happens.
+    """
+    nbytes = tensor.untyped_storage().nbytes()
+    if _madvise is None or nbytes < 2 * HUGE_PAGE:
+        return tensor
+    address = tensor.untyped_storage().data_ptr()
+    start = -(-address // HUGE_PAGE) * HUGE_PAGE
+    stop = (address + nbytes) // HUGE_PAGE * HUGE_PAGE
+    _madvise(start, stop - start, _MADV_HUGEPAGE)      # advice: its failure is no error
+    return tensor
+
+
+def new_strided(shape, strides, dtype):
+    """``torch.empty_strided`` on the CPU, large results in huge pages (:func:`huge_pages`)."""
+    return huge_pages(torch.empty_strided(shape, strides, dtype=dtype, device="cpu"))
+
+
 def new_tensor(shape, dtype, memory_format, name):
-    """An uninitialised CPU tensor from PyTorch's allocator (``_torch_pool``); 561000 if it cannot be had.
+    """An uninitialised CPU tensor from PyTorch's allocator; 561000 if it cannot be had.
+
+    ``torch.empty``'s own: resizable, on the CPU whatever device the caller
+    made the default, and the library keeps nothing of it (``docs/torch.md``,
+    "Results are PyTorch's"); a large one in huge pages (:func:`huge_pages`).
 
     Parameters
     ----------
@@ -59,10 +113,10 @@ def new_tensor(shape, dtype, memory_format, name):
     elif memory_format is False:
         memory_format = torch.contiguous_format
     try:
-        return _fork.import_module("trilinear_bwd._torch_pool").empty(shape, dtype,
-                                                                      memory_format)
+        result = torch.empty(shape, dtype=dtype, device="cpu", memory_format=memory_format)
     except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
         raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
+    return huge_pages(result)
 
 
 def _address(tensor, name):
@@ -76,11 +130,11 @@ def _address(tensor, name):
                 warnings.simplefilter("ignore")
                 address = tensor.data_ptr()
         except Exception as exc:  # noqa: BLE001
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name} ({type(tensor).__name__}) has no memory that can be read: {exc}"
             ) from None
     if address == 0 and tensor.numel():
-        raise invalid(
+        raise InvalidArgumentError(
             f"{name} ({type(tensor).__name__}) has no memory (its data pointer is null): "
             "a fake, meta or zero tensor cannot be read or written in place"
         )
@@ -193,42 +247,44 @@ class TensorKind:
         tensor has none).
         """
         if tensor.device.type != "cpu":
-            raise invalid(f"{name} must live in CPU memory, got a torch tensor on "
+            raise InvalidArgumentError(f"{name} must live in CPU memory, got a torch tensor on "
                           f"{tensor.device}")
+        if tensor.is_nested:
+            raise InvalidArgumentError(f"{name} must be a dense (strided) tensor, got a nested tensor")
         if tensor.layout != torch.strided:
-            raise invalid(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+            raise InvalidArgumentError(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
         if tensor.requires_grad:
             if written and torch.is_grad_enabled():
                 # PyTorch's own rule for out= tensors: writing into a tensor that
                 # autograd tracks would silently corrupt its graph.
-                raise invalid(
+                raise InvalidArgumentError(
                     f"{name} is written in place and must not require grad while grad mode "
                     "is enabled; pass tensor.detach() or call under torch.no_grad()"
                 )
             tensor = tensor.detach()
         if tensor.is_neg() or tensor.is_conj():
             bit = "negative" if tensor.is_neg() else "conjugate"
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name} is a torch tensor with the {bit} bit set (a lazy view whose values "
                 f"differ from its memory, which DLPack cannot carry); pass "
                 f"tensor.resolve_{'neg' if bit == 'negative' else 'conj'}() instead"
             )
         if written and tensor.is_inference() and not torch.is_inference_mode_enabled():
             # PyTorch refuses in-place updates of inference tensors outside it.
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name} is an inference tensor, which may be written only inside "
                 "torch.inference_mode(); pass a normal tensor (tensor.clone())"
             )
         dtype_name = str(tensor.dtype).rpartition(".")[2]
         if tensor._is_zerotensor():
             if written:
-                raise invalid(f"{name} is a torch zero tensor, which has no memory to write into")
+                raise InvalidArgumentError(f"{name} is a torch zero tensor, which has no memory to write into")
             if dtype_name == "bfloat16":
                 dtype = _bfloat16()
             elif dtype_name in _TORCH_TO_NUMPY:
                 dtype = _TORCH_TO_NUMPY[dtype_name]
             else:
-                raise invalid(f"{name} dtype must be {_arrays.DTYPE_NAMES}, got {tensor.dtype}")
+                raise InvalidArgumentError(f"{name} dtype must be {_arrays.DTYPE_NAMES}, got {tensor.dtype}")
             return np.broadcast_to(np.zeros((), dtype), tuple(tensor.shape))
         address = _address(tensor, name)
         what = f" (a torch.{dtype_name} tensor)"
@@ -239,7 +295,7 @@ class TensorKind:
         else:
             arr = _arrays.from_dlpack(tensor, name, what)
         if arr.size and arr.ctypes.data != address:
-            raise invalid(
+            raise InvalidArgumentError(
                 f"{name}{what} could not be imported in place: DLPack handed over other "
                 "memory than the tensor's (a tensor subclass without real storage?)"
             )
