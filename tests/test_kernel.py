@@ -1,5 +1,8 @@
 """The kernels against the float64 reference, across shapes, dtypes, layouts and threads."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import (
@@ -567,3 +570,35 @@ def test_whole_planes_only_where_they_are_small():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_plan, "WHOLE_PLANE_BYTES", 24 * 16 * 24 * 4)
         assert not plan((1, 16, 24, 24, 24), "ndhwc", (1, 16, 12, 12, 12)).whole_planes
+
+
+def _c_structs(text):
+    """{C typedef name: [field names]} of the plain structs in a C header."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return {name: re.findall(r"(\w+)\s*;", body)
+            for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, flags=re.S)}
+
+
+def _cython_structs(text):
+    """{C name: [field names]} of ``ctypedef struct Name "c_name":`` blocks in a .pxd."""
+    structs = {}
+    for cname, body in re.findall(r'ctypedef struct \w+ "(\w+)":\n((?:[ \t]+\S.*\n)+)', text):
+        structs[cname] = [line.split()[-1] for line in body.splitlines()
+                          if line.strip() and not line.strip().startswith("#")]
+    return structs
+
+
+def test_the_plan_structs_are_declared_once_in_c_and_every_field_is_filled():
+    """_kernel_plan.h declares the plan's structs, which the C helpers read;
+    _kernel_plan.pxd reads the same fields in the same order, and KernelPlan
+    fills every field of tb_problem (a field it left out would be zero)."""
+    package = Path(tb.__file__).parent
+    header = _c_structs((package / "_kernel_plan.h").read_text())
+    cython = _cython_structs((package / "_kernel_plan.pxd").read_text())
+    assert set(header) == {"tb_axis", "tb_row", "tb_volume", "tb_problem"}
+    assert cython == header
+    filler = (package / "_kernel_plan.pyx").read_text()
+    unfilled = [f for f in header["tb_problem"] if not re.search(rf"self\.p\.{f}\b", filler)]
+    assert not unfilled
+    axis_filler = filler[filler.index("cdef void _fill_axis"):filler.index("cdef void _fill_volume")]
+    assert [f for f in header["tb_axis"] if not re.search(rf"ax\.{f}\b", axis_filler)] == []

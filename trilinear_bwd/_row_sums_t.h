@@ -124,20 +124,18 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
         }
 #endif
 #if !TB_HAVE_MASKS
-        /* Narrower vectors (AVX2, SSE2) over 16-bit grad_out rows: one
+        /* Narrower vectors (AVX2, SSE2) over 16-bit source rows: one
          * prefetch per row per 32 bytes (two a line) instead of one per
          * vector (four a line), and a long row starts with the scalar
          * elements before x[0]'s first vector boundary, so that no vector
          * load of x[0] (nor, in a plane read in one sweep whose planes are
          * whole vectors apart, of any row) straddles two lines.  The scalar
          * elements take the same multiplies and adds as the vector lanes.
-         * One prefetch a line ran as slowly as none at all on a Zen 4 core
-         * (likely: a prefetch the core drops is not asked for again); two a line run
-         * within a few percent of four, with half the extra instructions
-         * (docs/performance.md, "16-bit rows: two prefetches a line").
-         * float32 rows keep one prefetch per vector: with one per line they
-         * were slower in every timed run, although they executed fewer
-         * instructions. */
+         * Two a line rather than one: a prefetch the core drops is likely
+         * not asked for again, and one a line left the sweep as slow as
+         * none.  float32 rows keep one prefetch per vector, which timed
+         * faster than one a line despite more instructions
+         * (docs/performance.md, "16-bit rows: two prefetches a line"). */
         const int64_t per_prefetch = TB_PF_BYTES_16 / (TB_LANES * elem);
         if (prefetch && per_prefetch > 1 && kind != TB_ROWS_SAME) {
             if (n >= 8 * TB_LANES) {
@@ -243,16 +241,28 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
     }
 }
 
-/* Rows of the accumulation type itself. */
-static inline void TB_TYPED(tb_reduce_rows_)(TB_T *restrict acc, int64_t acc_stride,
-                                             const TB_T *rows, int64_t stride,
-                                             const int64_t *restrict ptr,
-                                             const int64_t *restrict src,
-                                             const TB_T *restrict w, int64_t n_rows, int64_t n,
-                                             int prefetch)
+/* Rows of the accumulation type itself, over the terms of ptr, src and w. */
+static inline void TB_TYPED(tb_reduce_terms_)(TB_T *restrict acc, int64_t acc_stride,
+                                              const TB_T *rows, int64_t stride,
+                                              const int64_t *restrict ptr,
+                                              const int64_t *restrict src,
+                                              const TB_T *restrict w, int64_t n_rows, int64_t n,
+                                              int prefetch)
 {
     TB_TYPED(tb_reduce_rows_body_)(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n,
                                    prefetch, TB_ROWS_SAME);
+}
+
+/* The same, rows r < n_rows of acc (acc_stride apart) being target points
+ * first + r of axis `ax`: each the sum over its terms t of
+ * weight[t] * rows[src[t] * stride :]. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_)(TB_T *restrict acc, int64_t acc_stride,
+                                                const TB_T *rows, int64_t stride,
+                                                const tb_axis *ax, int64_t first,
+                                                int64_t n_rows, int64_t n, int prefetch)
+{
+    TB_TYPED(tb_reduce_terms_)(acc, acc_stride, rows, stride, ax->ptr + first, ax->src,
+                               (const TB_T *)ax->weight, n_rows, n, prefetch);
 }
 
 #if defined(TB_LANES_f32)

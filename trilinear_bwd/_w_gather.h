@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "_constants.h"
+#include "_kernel_plan.h"
 #include "_portable.h"
 #include "_convert.h"
 #include "_simd.h"
@@ -563,13 +564,15 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
                             window, mode, block_window, n, K, stream, KIND, 1);             \
         return;
 #define TB_DEFINE_GATHER_ROWS(NAME, OUT_T, KIND)                                            \
-    static inline void NAME(OUT_T *restrict out, int64_t out_stride,                       \
-                            const float *restrict rows, int64_t row_stride, int64_t n_rows, \
-                            const float *restrict weight, const int32_t *restrict src,      \
-                            const int32_t *restrict rel, const int32_t *restrict window,    \
-                            const int8_t *restrict mode,                                    \
-                            const int32_t *restrict block_window, int64_t n, int64_t width, \
-                            int stream)                                                     \
+    static inline void NAME##_terms(OUT_T *restrict out, int64_t out_stride,               \
+                                    const float *restrict rows, int64_t row_stride,         \
+                                    int64_t n_rows, const float *restrict weight,           \
+                                    const int32_t *restrict src,                            \
+                                    const int32_t *restrict rel,                            \
+                                    const int32_t *restrict window,                         \
+                                    const int8_t *restrict mode,                            \
+                                    const int32_t *restrict block_window, int64_t n,        \
+                                    int64_t width, int stream)                              \
     {                                                                                       \
         switch (width) {                                                                    \
         TB_GATHER_ROWS_CASE(1, KIND)                                                        \
@@ -584,6 +587,15 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
             tb_gather_rows_body(out, out_stride, rows, row_stride, n_rows, weight, src,     \
                                 rel, window, mode, block_window, n, width, stream, KIND, 0);\
         }                                                                                   \
+    }                                                                                       \
+    TB_ALWAYS_INLINE void NAME(OUT_T *restrict out, int64_t out_stride,                    \
+                               const float *restrict rows, int64_t row_stride,              \
+                               int64_t n_rows, const tb_axis *ax, int stream)               \
+    {                                                                                       \
+        NAME##_terms(out, out_stride, rows, row_stride, n_rows,                             \
+                     (const float *)ax->padded_weight, ax->padded_src, ax->padded_rel,      \
+                     ax->window, ax->mode, ax->block_window, ax->n_target, ax->width,       \
+                     stream);                                                               \
     }
 
 TB_DEFINE_GATHER_ROWS(tb_gather_rows_f32, float, TB_OUT_F32)
@@ -591,9 +603,10 @@ TB_DEFINE_GATHER_ROWS(tb_gather_rows_f16, uint16_t, TB_OUT_F16)
 TB_DEFINE_GATHER_ROWS(tb_gather_rows_bf16, uint16_t, TB_OUT_BF16)
 
 /* float64 rows: a gather per k (8 doubles per block). */
-static inline void tb_gather_f64(double *restrict out, const double *restrict row,
-                                 const double *restrict weight, const int32_t *restrict src,
-                                 int64_t n, int64_t width, int stream)
+static inline void tb_gather_f64_terms(double *restrict out, const double *restrict row,
+                                       const double *restrict weight,
+                                       const int32_t *restrict src, int64_t n, int64_t width,
+                                       int stream)
 {
     int64_t i = 0;
 #if defined(__AVX512F__)
@@ -645,6 +658,13 @@ static inline void tb_gather_f64(double *restrict out, const double *restrict ro
             acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
         out[i] = acc;
     }
+}
+
+TB_ALWAYS_INLINE void tb_gather_f64(double *restrict out, const double *restrict row,
+                                    const tb_axis *ax, int stream)
+{
+    tb_gather_f64_terms(out, row, (const double *)ax->padded_weight, ax->padded_src,
+                        ax->n_target, ax->width, stream);
 }
 
 #endif
