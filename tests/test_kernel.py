@@ -602,3 +602,43 @@ def test_the_plan_structs_are_declared_once_in_c_and_every_field_is_filled():
     assert not unfilled
     axis_filler = filler[filler.index("cdef void _fill_axis"):filler.index("cdef void _fill_volume")]
     assert [f for f in header["tb_axis"] if not re.search(rf"ax\.{f}\b", axis_filler)] == []
+
+
+# H axes whose rows sum every count of terms from 0 to past TB_ROWS_PER_SUM
+# (8), on source rows of lengths around the 4- and 8-lane vectors' tails.
+H_TERM_SHAPES = [
+    (1, 2, (2, h_in, w_in), (3, h_out, w_out))
+    for (h_in, h_out), (w_in, w_out) in zip(
+        [(64, 5), (20, 47), (10, 33), (7, 26), (4, 24)],
+        [(3, 5), (4, 8), (5, 9), (6, 17), (20, 33)])
+]
+
+
+def test_h_term_shapes_reach_every_term_count():
+    counts, lengths = set(), set()
+    for _, _, ins, outs in H_TERM_SHAPES:
+        for align_corners in (False, True):
+            t = axis_table(ins[1], outs[1], align_corners, 0.0, np.float32)
+            counts |= set(np.diff(t.ptr).tolist())
+        lengths.add(outs[2])
+    assert set(range(0, 10)) <= counts and max(counts) > 9
+    assert {n % 8 for n in lengths} >= {0, 1, 5} and min(lengths) < 8
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_every_h_term_count_gives_every_variant_the_same_bits(dtype, align_corners):
+    """The H pass sums a row of any term count (none, the one- and two-term
+    axpys, each count a register sum takes whole, more) on rows with and
+    without a partial vector: every variant gives the baseline's bits, and
+    the result is right."""
+    variants = _dispatch.available_variants()
+    for k, (n, c, ins, outs) in enumerate(H_TERM_SHAPES):
+        g = random_grad((n, c) + outs, dtype, seed=40 + k)
+        size = (n, c) + ins
+        expected = run_variant("baseline", g, size, "ncdhw", align_corners, 1)
+        for name in variants:
+            got = run_variant(name, g, size, "ncdhw", align_corners, 2)
+            np.testing.assert_array_equal(got, expected, err_msg=f"{name} {size}")
+        result = expected.view(g.dtype).reshape(size)
+        assert_matches_reference(result, g, size, align_corners)

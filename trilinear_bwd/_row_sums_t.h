@@ -201,20 +201,129 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_)(TB_T *restrict acc, const void *con
     }
 }
 
+/* One row of acc: its terms t0 <= t < t1, TB_ROWS_PER_SUM per register sum. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_sum_terms_)(TB_T *restrict out, const void *rows,
+                                              int64_t row_bytes, const int64_t *restrict src,
+                                              const TB_T *restrict w, int64_t t0, int64_t t1,
+                                              int64_t n, int prefetch, int kind)
+{
+    const void *x[TB_ROWS_PER_SUM];
+    for (int64_t t = t0; t < t1;) {
+        const int64_t m = t1 - t < TB_ROWS_PER_SUM ? t1 - t : TB_ROWS_PER_SUM;
+        for (int64_t j = 0; j < m; ++j)
+            x[j] = (const char *)rows + src[t + j] * row_bytes;
+        TB_TYPED(tb_sum_rows_)(out, x, w + t, m, n, t == t0, prefetch, kind);
+        t += m;
+    }
+}
+
+#if defined(TB_LANES_f32) && !TB_HAVE_MASKS
+/*
+ * Narrower vectors (AVX2, SSE2), rows of the accumulation type read from
+ * cache (the H pass): rows r0 <= r < n_rows of acc, as long as each is the
+ * sum of m terms, m <= TB_ROWS_PER_SUM and known to the compiler; returns
+ * the first row that is not.  Each row is summed in registers (from 0:
+ * `first`), two vectors a step on one index, and a row of a vector or more
+ * ends with the full vector that ends it: the elements it shares with the
+ * vector before take the same operations on the same values again, which
+ * stores the same bits.  Shorter rows take the scalar loop.  What the
+ * general loop spends on each row (the term count, the row pointers and
+ * weights in memory, the tail element by element) is most of the work in a
+ * row of a few vectors.
+ */
+TB_ALWAYS_INLINE int64_t TB_TYPED(tb_cached_run_m_)(TB_T *restrict acc, int64_t acc_stride,
+                                                    const TB_T *rows, int64_t stride,
+                                                    const int64_t *restrict ptr,
+                                                    const int64_t *restrict src,
+                                                    const TB_T *restrict w, int64_t r0,
+                                                    int64_t n_rows, int64_t m, int64_t n)
+{
+    const int64_t last = n - TB_LANES;
+    int64_t r = r0;
+    for (; r < n_rows && ptr[r + 1] - ptr[r] == m; ++r) {
+        TB_T *restrict out = acc + r * acc_stride;
+        const int64_t t0 = ptr[r];
+        const void *x[TB_ROWS_PER_SUM];
+        TB_VEC wv[TB_ROWS_PER_SUM];
+        for (int64_t j = 0; j < m; ++j) {
+            /* Scalar arithmetic: vectorised, these eight multiplies of
+             * 64-bit integers cost more than the row's sums. */
+            int64_t at = src[t0 + j] * stride;
+            TB_IN_GPR(at);
+            x[j] = rows + at;
+            wv[j] = TB_V(set1)(w[t0 + j]);
+        }
+        if (last >= 0) {
+            int64_t k = 0;
+            for (; k + TB_LANES <= last; k += 2 * TB_LANES) {
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, k, 1, TB_ROWS_SAME);
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, k + TB_LANES, 1, TB_ROWS_SAME);
+            }
+            if (k <= last) {
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, k, 1, TB_ROWS_SAME);
+                k += TB_LANES;
+            }
+            if (k < n)
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, last, 1, TB_ROWS_SAME);
+            continue;
+        }
+        for (int64_t k = 0; k < n; ++k) {
+            TB_T a = (TB_T)0;
+            for (int64_t j = 0; j < m; ++j)
+                a = a + w[t0 + j] * ((const TB_T *)x[j])[k];
+            out[k] = a;
+        }
+    }
+    return r;
+}
+
+/* Rows r0 <= r < n_rows of acc, as tb_reduce_rows_body_ (below) computes
+ * them, as long as each has 3 to TB_ROWS_PER_SUM terms (rows of one or two
+ * take the plain axpy loops there); returns the first row that has not.
+ * Each run of rows with the same term count goes to its own copy of
+ * tb_cached_run_m_.  Not inlined: a function of its own keeps the row
+ * pointers and weights in registers, where the D pass's loops around it
+ * would take them. */
+TB_NOINLINE int64_t TB_TYPED(tb_cached_rows_)(TB_T *restrict acc, int64_t acc_stride,
+                                              const TB_T *rows, int64_t stride,
+                                              const int64_t *restrict ptr,
+                                              const int64_t *restrict src,
+                                              const TB_T *restrict w, int64_t r0,
+                                              int64_t n_rows, int64_t n)
+{
+#define TB_RUN(M) TB_TYPED(tb_cached_run_m_)(acc, acc_stride, rows, stride, ptr, src, w, r,  \
+                                             n_rows, (M), n)
+    int64_t r = r0;
+    while (r < n_rows) {
+        switch (ptr[r + 1] - ptr[r]) {
+        case 3: r = TB_RUN(3); break;
+        case 4: r = TB_RUN(4); break;
+        case 5: r = TB_RUN(5); break;
+        case 6: r = TB_RUN(6); break;
+        case 7: r = TB_RUN(7); break;
+        case 8: r = TB_RUN(8); break;
+        default: return r;
+        }
+    }
+    return r;
+#undef TB_RUN
+}
+#endif
+
 /*
  * Rows r < n_rows of acc (acc_stride apart): the sum over the terms
  * ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :], n elements,
  * TB_ROWS_PER_SUM terms per register sum.  One call covers a whole plane of
  * short rows.  Rows of the accumulation type read from cache (prefetch
  * clear) with one or two terms take the plain axpy loops, which have less to
- * set up per row.
+ * set up per row; on narrower vectors, those of 3 to TB_ROWS_PER_SUM terms
+ * take tb_cached_rows_.
  */
 TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
     TB_T *restrict acc, int64_t acc_stride, const void *rows, int64_t stride,
     const int64_t *restrict ptr, const int64_t *restrict src, const TB_T *restrict w,
     int64_t n_rows, int64_t n, int prefetch, int kind)
 {
-    const void *x[TB_ROWS_PER_SUM];
     const int64_t row_bytes = stride * (kind == TB_ROWS_SAME ? (int64_t)sizeof(TB_T) : 2);
     for (int64_t r = 0; r < n_rows; ++r) {
         TB_T *restrict out = acc + r * acc_stride;
@@ -231,13 +340,14 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
                                 (const TB_T *)rows + src[t0 + 1] * stride, n, 1);
             continue;
         }
-        for (int64_t t = t0; t < t1;) {
-            const int64_t m = t1 - t < TB_ROWS_PER_SUM ? t1 - t : TB_ROWS_PER_SUM;
-            for (int64_t j = 0; j < m; ++j)
-                x[j] = (const char *)rows + src[t + j] * row_bytes;
-            TB_TYPED(tb_sum_rows_)(out, x, w + t, m, n, t == t0, prefetch, kind);
-            t += m;
+#if defined(TB_LANES_f32) && !TB_HAVE_MASKS
+        if (kind == TB_ROWS_SAME && !prefetch && t1 - t0 > 2 && t1 - t0 <= TB_ROWS_PER_SUM) {
+            r = TB_TYPED(tb_cached_rows_)(acc, acc_stride, (const TB_T *)rows, stride, ptr, src,
+                                          w, r, n_rows, n) - 1;
+            continue;
         }
+#endif
+        TB_TYPED(tb_sum_terms_)(out, rows, row_bytes, src, w, t0, t1, n, prefetch, kind);
     }
 }
 
