@@ -127,8 +127,14 @@ TB_ALWAYS_INLINE void tb_out16(void *out, int64_t i, __m512 a, int64_t n_valid, 
 #define TB_STREAM8(p, a) (_mm_stream_ps((p), _mm256_castps256_ps128(a)),                \
                           _mm_stream_ps((p) + 4, _mm256_extractf128_ps((a), 1)))
 
+/* `stream` of a call whose every float32 row starts 16-byte aligned (the
+ * AVX2 gather checks the rows once): every block's streaming store is
+ * aligned, with no test per row. */
+#define TB_STREAM_ALIGNED 2
+
 /* 8 lanes to out at element i, the first n_valid of them (8: all; fewer
- * only where AVX-512 masks exist). */
+ * only where AVX-512 masks exist); streamed where `stream` is set and the
+ * 8 are 16-byte aligned. */
 TB_ALWAYS_INLINE void tb_out8(void *out, int64_t i, __m256 a, int64_t n_valid, int stream,
                               int kind)
 {
@@ -141,7 +147,11 @@ TB_ALWAYS_INLINE void tb_out8(void *out, int64_t i, __m256 a, int64_t n_valid, i
     (void)n_valid;
     if (kind == TB_OUT_F32) {
         float *dst = (float *)out + i;
+#if defined(__AVX512F__)
         if (stream && ((uintptr_t)dst & 15) == 0)
+#else
+        if (stream && (stream == TB_STREAM_ALIGNED || ((uintptr_t)dst & 15) == 0))
+#endif
             TB_STREAM8(dst, a);
         else
             _mm256_storeu_ps(dst, a);
@@ -326,6 +336,88 @@ TB_ALWAYS_INLINE __m256 tb_term8_read(const tb_term8 *t, const float *restrict r
     return _mm256_and_ps(x, t->valid);
 }
 
+#if !defined(__AVX512F__)
+/*
+ * AVX2: the rows of one block whose n_terms terms (set up in t) all read
+ * within `span` elements of their windows (16: TB_WINDOW8 and TB_WINDOW16
+ * terms; 24: TB_WINDOW24 ones too; 0: every other element, `even_at`), one
+ * loop with nothing to choose per term.  A term is read as tb_term8_read
+ * reads the widest mode: a narrower term's lanes take the same element
+ * from the first window (its offsets are below 8, or below 16), and a
+ * lane of padding is zeroed as before, so the same bits.  Where span is 0,
+ * each term is tb_read_even8's two loads, shuffle and permute (2x
+ * upsampling; a term of padding alone reads the sentinel's zeros).
+ */
+TB_ALWAYS_INLINE void tb_span_rows_body(void *out, int64_t out_stride,
+                                        const float *restrict rows, int64_t row_stride,
+                                        int64_t n_rows, const tb_term8 *t, int64_t n_terms,
+                                        int span, int64_t i, int64_t n_valid, int stream,
+                                        int kind)
+{
+    for (int64_t y = 0; y < n_rows; ++y) {
+        const float *row = rows + y * row_stride;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < n_terms; ++k) {
+            __m256 x;
+            if (span == 0) {
+                x = tb_read_even8(row + t[k].even_at);
+            } else {
+                const float *p = row + t[k].at;
+                x = _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(p), t[k].idx),
+                                     _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + 8), t[k].idx),
+                                     t[k].upper);
+                if (span == 24)
+                    x = _mm256_blendv_ps(
+                        x, _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + 16), t[k].idx),
+                        _mm256_castsi256_ps(_mm256_slli_epi32(t[k].idx, 27)));
+                x = _mm256_and_ps(x, t[k].valid);
+            }
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w, x));
+        }
+        tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+    }
+}
+
+/* Whether the last of a block's `width` terms is padding for all 8 points:
+ * it adds w * 0 = +0 to sums that start from +0 and so are never -0, which
+ * changes nothing; the loops above leave it out. */
+TB_ALWAYS_INLINE int tb_last_is_padding(const int32_t *restrict r, int64_t width)
+{
+    const __m256i last = _mm256_loadu_si256((const __m256i *)(r + 8 * (width - 1)));
+    return _mm256_movemask_ps(_mm256_castsi256_ps(
+               _mm256_cmpgt_epi32(last, _mm256_set1_epi32(-1)))) == 0;
+}
+
+/* tb_span_rows_body with the block's width, or one term fewer where the
+ * last is padding alone, each count and span known to the compiler. */
+#define TB_SPAN_ROWS(N, SPAN)                                                                \
+    tb_span_rows_body(out, out_stride, rows, row_stride, n_rows, t, (N), (SPAN), i, n_valid, \
+                      stream, kind)
+TB_ALWAYS_INLINE void tb_span_rows(void *out, int64_t out_stride, const float *restrict rows,
+                                   int64_t row_stride, int64_t n_rows, const tb_term8 *t,
+                                   int64_t width, int last_padding, int span, int64_t i,
+                                   int64_t n_valid, int stream, int kind)
+{
+    const int64_t n = last_padding && width > 1 ? width - 1 : width;
+    if (n == width) {
+        if (span == 0)
+            TB_SPAN_ROWS(width, 0);
+        else if (span == 16)
+            TB_SPAN_ROWS(width, 16);
+        else
+            TB_SPAN_ROWS(width, 24);
+    } else {
+        if (span == 0)
+            TB_SPAN_ROWS(width - 1, 0);
+        else if (span == 16)
+            TB_SPAN_ROWS(width - 1, 16);
+        else
+            TB_SPAN_ROWS(width - 1, 24);
+    }
+}
+#undef TB_SPAN_ROWS
+#endif
+
 #endif
 
 #if defined(__AVX512F__)
@@ -450,6 +542,11 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
     const int64_t end8 = n;
 #elif defined(__AVX2__)
     const int64_t end8 = n - n % 8;
+    /* Blocks start 32 bytes apart: where every row starts 16-byte aligned,
+     * so does every block. */
+    if (stream && kind == TB_OUT_F32 && ((uintptr_t)out & 15) == 0
+        && (n_rows == 1 || (out_stride * (int64_t)sizeof(float)) % 16 == 0))
+        stream = TB_STREAM_ALIGNED;
 #endif
 #if defined(__AVX2__)
     for (; i < end8; i += 8) {
@@ -474,34 +571,35 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
 #endif
         if (hoist) {
             tb_term8 t[TB_ROWS_MAX_WIDTH];
-            int even = 1, w24 = 0;
+            int even = 1, w24 = 0, span = 16;
             for (int64_t k = 0; k < width; ++k) {
                 t[k] = tb_term8_setup(w, s, r, win, m, block_window[b], k);
 #if !defined(__AVX512F__)
                 even = even && t[k].even_at >= 0;
+                if (t[k].mode == TB_GATHER)
+                    span = 32;
+                else if (t[k].mode == TB_WINDOW24 && span < 24)
+                    span = 24;
 #endif
             }
 #if !defined(__AVX512F__)
-            /* Every term reads every other element (2x upsampling): one
-             * loop with nothing else to choose, the weights and window
-             * offsets in registers. */
-            if (even) {
-                for (int64_t y = 0; y < n_rows; ++y) {
-                    const float *row = rows + y * row_stride;
-                    __m256 acc = _mm256_setzero_ps();
-                    for (int64_t k = 0; k < width; ++k)
-                        acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w,
-                                                               tb_read_even8(row + t[k].even_at)));
-                    tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
-                }
+            /* Every term reads every other element (2x upsampling), or
+             * every one within 16 or 24 elements of its window: one loop
+             * with nothing else to choose, the weights and window offsets
+             * in registers, a last term of padding alone left out. */
+            if (even || span < 32) {
+                tb_span_rows(out, out_stride, rows, row_stride, n_rows, t, width,
+                             tb_last_is_padding(r, width), even ? 0 : span, i, n_valid, stream,
+                             kind);
                 continue;
             }
 #endif
             (void)even;
+            (void)span;
             (void)w24;
 #if !defined(__AVX512F__)
-            /* A copy of the loop below for blocks with a TB_WINDOW24 term,
-             * so that the others' loop keeps its code. */
+            /* A copy of the loop below for blocks with a TB_WINDOW24 term
+             * among gathers, so that the others' loop keeps its code. */
             for (int64_t k = 0; k < width; ++k)
                 w24 = w24 || t[k].mode == TB_WINDOW24;
             if (w24) {
