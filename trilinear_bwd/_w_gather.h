@@ -217,29 +217,28 @@ TB_ALWAYS_INLINE __m256 tb_read_third8(const float *p)
     return _mm256_permutevar8x32_ps(abc, _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5));
 }
 
-/* The rows of one block whose every term reads 3 apart or is padding alone,
- * which adds w * 0 as the sentinel's zeros would: one loop with nothing
- * else to choose, the weights in registers. */
+/* The rows of one block whose first n_terms terms read 8 real elements 3
+ * apart and whose others are padding alone (each adds w * 0 = +0 to a sum
+ * that starts from +0 and so is never -0: left out, the same bits): one
+ * loop with nothing else to choose, the weights and window offsets in
+ * registers. */
 TB_ALWAYS_INLINE void tb_third_rows_body(void *out, int64_t out_stride,
                                          const float *restrict rows, int64_t row_stride,
                                          int64_t n_rows, const float *restrict w,
-                                         const int32_t *restrict r,
                                          const int32_t *restrict win, int64_t i,
-                                         int64_t n_valid, int64_t width, int stream, int kind)
+                                         int64_t n_valid, int64_t n_terms, int stream, int kind)
 {
-    __m256 wk[TB_ROWS_MAX_WIDTH], zk[TB_ROWS_MAX_WIDTH];
-    int pad[TB_ROWS_MAX_WIDTH];
-    for (int64_t k = 0; k < width; ++k) {
+    __m256 wk[TB_ROWS_MAX_WIDTH];
+    int64_t at[TB_ROWS_MAX_WIDTH];
+    for (int64_t k = 0; k < n_terms; ++k) {
         wk[k] = _mm256_loadu_ps(w + 8 * k);
-        zk[k] = _mm256_mul_ps(wk[k], _mm256_setzero_ps());
-        pad[k] = r[8 * k] < 0;
+        at[k] = win[k];
     }
     for (int64_t y = 0; y < n_rows; ++y) {
         const float *row = rows + y * row_stride;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t k = 0; k < width; ++k)
-            acc = _mm256_add_ps(acc, pad[k] ? zk[k]
-                                            : _mm256_mul_ps(wk[k], tb_read_third8(row + win[k])));
+        for (int64_t k = 0; k < n_terms; ++k)
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[k], tb_read_third8(row + at[k])));
         tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
     }
 }
@@ -559,9 +558,21 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
         /* Only in the copy for TB_W_STRIDE3_WIDTH (a compile-time constant
          * here), so that the other widths' copies keep their code. */
         if (hoist && width == TB_W_STRIDE3_WIDTH && block_window[b] == TB_W_STRIDE3) {
-            tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, r, win, i, n_valid,
-                               width, stream, kind);
-            continue;
+            /* Its real terms first, then at most one of padding alone (3x
+             * upsampling's tables); any other order takes the loops below. */
+            int64_t real = 0;
+            while (real < width && r[8 * real] >= 0)
+                ++real;
+            if (real == width) {
+                tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, win, i,
+                                   n_valid, width, stream, kind);
+                continue;
+            }
+            if (real == width - 1) {
+                tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, win, i,
+                                   n_valid, width - 1, stream, kind);
+                continue;
+            }
         }
         if (hoist && block_window[b] >= 0) {
             tb_shared_rows_body(out, out_stride, rows, row_stride, n_rows, w, r, block_window[b],
