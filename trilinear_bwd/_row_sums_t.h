@@ -201,22 +201,6 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_)(TB_T *restrict acc, const void *con
     }
 }
 
-/* One row of acc: its terms t0 <= t < t1, TB_ROWS_PER_SUM per register sum. */
-TB_ALWAYS_INLINE void TB_TYPED(tb_sum_terms_)(TB_T *restrict out, const void *rows,
-                                              int64_t row_bytes, const int64_t *restrict src,
-                                              const TB_T *restrict w, int64_t t0, int64_t t1,
-                                              int64_t n, int prefetch, int kind)
-{
-    const void *x[TB_ROWS_PER_SUM];
-    for (int64_t t = t0; t < t1;) {
-        const int64_t m = t1 - t < TB_ROWS_PER_SUM ? t1 - t : TB_ROWS_PER_SUM;
-        for (int64_t j = 0; j < m; ++j)
-            x[j] = (const char *)rows + src[t + j] * row_bytes;
-        TB_TYPED(tb_sum_rows_)(out, x, w + t, m, n, t == t0, prefetch, kind);
-        t += m;
-    }
-}
-
 #if defined(TB_LANES_f32) && !TB_HAVE_MASKS
 /*
  * Narrower vectors (AVX2, SSE2), rows of the accumulation type read from
@@ -324,6 +308,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
     const int64_t *restrict ptr, const int64_t *restrict src, const TB_T *restrict w,
     int64_t n_rows, int64_t n, int prefetch, int kind)
 {
+    const void *x[TB_ROWS_PER_SUM];
     const int64_t row_bytes = stride * (kind == TB_ROWS_SAME ? (int64_t)sizeof(TB_T) : 2);
     for (int64_t r = 0; r < n_rows; ++r) {
         TB_T *restrict out = acc + r * acc_stride;
@@ -347,7 +332,13 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
             continue;
         }
 #endif
-        TB_TYPED(tb_sum_terms_)(out, rows, row_bytes, src, w, t0, t1, n, prefetch, kind);
+        for (int64_t t = t0; t < t1;) {
+            const int64_t m = t1 - t < TB_ROWS_PER_SUM ? t1 - t : TB_ROWS_PER_SUM;
+            for (int64_t j = 0; j < m; ++j)
+                x[j] = (const char *)rows + src[t + j] * row_bytes;
+            TB_TYPED(tb_sum_rows_)(out, x, w + t, m, n, t == t0, prefetch, kind);
+            t += m;
+        }
     }
 }
 
