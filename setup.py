@@ -19,6 +19,7 @@ compiled extensions, because their flags depend on the compiler:
 * ``TRILINEAR_BWD_SANITIZE=address,undefined`` adds ``-fsanitize=...``.
 """
 
+import glob
 import os
 import platform
 import shutil
@@ -171,6 +172,9 @@ class BuildExt(build_ext):
 def _extensions():
     include_dirs = [numpy.get_include(), "trilinear_bwd"]
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")]
+    # Every header, so that a change to one rebuilds the extensions: Cython
+    # tracks only the headers a .pyx/.pxd names, not those they include.
+    headers = sorted(glob.glob("trilinear_bwd/*.h"))
 
     def ext(name, isa=()):
         return Extension(
@@ -179,6 +183,7 @@ def _extensions():
             include_dirs=include_dirs,
             define_macros=list(macros),
             extra_compile_args=list(isa),
+            depends=headers,
         )
 
     exts = [ext("_native"), ext("_kernel_plan"), ext("_runner"), ext("torch._fast"),

@@ -1,5 +1,8 @@
 """The kernels against the float64 reference, across shapes, dtypes, layouts and threads."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import (
@@ -565,3 +568,75 @@ def test_whole_planes_only_where_they_are_small():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_plan, "WHOLE_PLANE_BYTES", 24 * 16 * 24 * 4)
         assert not plan((1, 16, 24, 24, 24), "ndhwc", (1, 16, 12, 12, 12)).whole_planes
+
+
+def _c_structs(text):
+    """{C typedef name: [field names]} of the plain structs in a C header."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return {name: re.findall(r"(\w+)\s*;", body)
+            for body, name in re.findall(r"typedef struct \{(.*?)\}\s*(\w+);", text, flags=re.S)}
+
+
+def _cython_structs(text):
+    """{C name: [field names]} of ``ctypedef struct Name "c_name":`` blocks in a .pxd."""
+    structs = {}
+    for cname, body in re.findall(r'ctypedef struct \w+ "(\w+)":\n((?:[ \t]+\S.*\n)+)', text):
+        structs[cname] = [line.split()[-1] for line in body.splitlines()
+                          if line.strip() and not line.strip().startswith("#")]
+    return structs
+
+
+def test_the_plan_structs_are_declared_once_in_c_and_every_field_is_filled():
+    """_kernel_plan.h declares the plan's structs, which the C helpers read;
+    _kernel_plan.pxd reads the same fields in the same order, and KernelPlan
+    fills every field of tb_problem (a field it left out would be zero)."""
+    package = Path(tb.__file__).parent
+    header = _c_structs((package / "_kernel_plan.h").read_text())
+    cython = _cython_structs((package / "_kernel_plan.pxd").read_text())
+    assert set(header) == {"tb_axis", "tb_row", "tb_volume", "tb_problem"}
+    assert cython == header
+    filler = (package / "_kernel_plan.pyx").read_text()
+    unfilled = [f for f in header["tb_problem"] if not re.search(rf"self\.p\.{f}\b", filler)]
+    assert not unfilled
+    axis_filler = filler[filler.index("cdef void _fill_axis"):filler.index("cdef void _fill_volume")]
+    assert [f for f in header["tb_axis"] if not re.search(rf"ax\.{f}\b", axis_filler)] == []
+
+
+# H axes whose rows sum every count of terms from 0 to past TB_ROWS_PER_SUM
+# (8), on source rows of lengths around the 4- and 8-lane vectors' tails.
+H_TERM_SHAPES = [
+    (1, 2, (2, h_in, w_in), (3, h_out, w_out))
+    for (h_in, h_out), (w_in, w_out) in zip(
+        [(64, 5), (20, 47), (10, 33), (7, 26), (4, 24)],
+        [(3, 5), (4, 8), (5, 9), (6, 17), (20, 33)])
+]
+
+
+def test_h_term_shapes_reach_every_term_count():
+    counts, lengths = set(), set()
+    for _, _, ins, outs in H_TERM_SHAPES:
+        for align_corners in (False, True):
+            t = axis_table(ins[1], outs[1], align_corners, 0.0, np.float32)
+            counts |= set(np.diff(t.ptr).tolist())
+        lengths.add(outs[2])
+    assert set(range(0, 10)) <= counts and max(counts) > 9
+    assert {n % 8 for n in lengths} >= {0, 1, 5} and min(lengths) < 8
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_every_h_term_count_gives_every_variant_the_same_bits(dtype, align_corners):
+    """The H pass sums a row of any term count (none, the one- and two-term
+    axpys, each count a register sum takes whole, more) on rows with and
+    without a partial vector: every variant gives the baseline's bits, and
+    the result is right."""
+    variants = _dispatch.available_variants()
+    for k, (n, c, ins, outs) in enumerate(H_TERM_SHAPES):
+        g = random_grad((n, c) + outs, dtype, seed=40 + k)
+        size = (n, c) + ins
+        expected = run_variant("baseline", g, size, "ncdhw", align_corners, 1)
+        for name in variants:
+            got = run_variant(name, g, size, "ncdhw", align_corners, 2)
+            np.testing.assert_array_equal(got, expected, err_msg=f"{name} {size}")
+        result = expected.view(g.dtype).reshape(size)
+        assert_matches_reference(result, g, size, align_corners)

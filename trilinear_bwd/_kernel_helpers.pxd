@@ -1,5 +1,5 @@
 # Small inline helpers of the kernel (both operators: a target computed from
-# a source); the structs they read are declared in _kernel_plan.pxd.
+# a source); the structs they read are declared in _kernel_plan.h.
 #
 # Everything here is ``noexcept nogil`` and trusts its arguments: the Python
 # layer validates the call, and ``_plan.py`` fills the typed plan's
@@ -12,9 +12,13 @@
 # Because the order never depends on the layout, the thread or the ISA, the
 # result is bitwise identical across all of them.
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint16_t
+from libc.stdint cimport int64_t, uint16_t
 from libc.string cimport memset
 from cython cimport floating
+
+# The structs the helpers read, declared once (_kernel_plan.h, through
+# _kernel_plan.pxd).
+from trilinear_bwd._kernel_plan cimport Axis, Row
 
 cdef extern from "_convert.h" nogil:
     float tb_half_to_float(uint16_t h) noexcept
@@ -29,17 +33,17 @@ cdef extern from "_convert.h" nogil:
 
 cdef extern from "_row_sums.h" nogil:
     enum: TB_PF_NEXT_ITEM
-    void tb_prefetch_rows(const void* rows, int64_t row_bytes, const int64_t* ptr,
-                          const int64_t* src, int64_t nbytes) noexcept
+    void tb_prefetch_rows(const void* rows, int64_t row_bytes, const Axis* ax, int64_t i,
+                          int64_t nbytes) noexcept
     void tb_reduce_half_rows(float* acc, int64_t acc_stride, const uint16_t* rows,
-                             int64_t stride, const int64_t* ptr, const int64_t* src,
-                             const float* w, int64_t n_rows, int64_t n, int bf16) noexcept
+                             int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
+                             int64_t n, int bf16) noexcept
     void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
-                            int64_t stride, const int64_t* ptr, const int64_t* src,
-                            const float* w, int64_t n_rows, int64_t n, int prefetch) noexcept
+                            int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
+                            int64_t n, int prefetch) noexcept
     void tb_reduce_rows_f64(double* acc, int64_t acc_stride, const double* rows,
-                            int64_t stride, const int64_t* ptr, const int64_t* src,
-                            const double* w, int64_t n_rows, int64_t n, int prefetch) noexcept
+                            int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
+                            int64_t n, int prefetch) noexcept
     void tb_axpy_f32(float* acc, float w, const float* x, int64_t n, int first) noexcept
     void tb_axpy_f64(double* acc, double w, const double* x, int64_t n, int first) noexcept
     void tb_axpy2_f32(float* acc, float w0, const float* x0, float w1, const float* x1,
@@ -49,54 +53,39 @@ cdef extern from "_row_sums.h" nogil:
 
 cdef extern from "_w_channels.h" nogil:
     void tb_w_channels_f32(float* out, int64_t out_stride, const float* row,
-                           int64_t row_stride, int64_t n_rows, const int64_t* ptr,
-                           const int64_t* src, const float* w, int64_t n_in,
-                           int64_t terms, int64_t v, int stream) noexcept
+                           int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t v,
+                           int stream) noexcept
     void tb_w_channels_f64(double* out, int64_t out_stride, const double* row,
-                           int64_t row_stride, int64_t n_rows, const int64_t* ptr,
-                           const int64_t* src, const double* w, int64_t n_in,
-                           int64_t terms, int64_t v, int stream) noexcept
+                           int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t v,
+                           int stream) noexcept
     int tb_hw_channels_f32(float* out, int64_t out_stride, const float* rows,
-                           int64_t row_stride, int64_t n_rows, const int64_t* h_ptr,
-                           const int64_t* h_src, const float* h_w, int64_t h_terms,
-                           const int64_t* ptr, const int64_t* src, const float* w, int64_t n_in,
-                           int64_t terms, int64_t v, int stream) noexcept
+                           int64_t row_stride, int64_t n_rows, const Axis* ax_h,
+                           const Axis* ax_w, int64_t v, int stream) noexcept
     int tb_hw_channels_f64(double* out, int64_t out_stride, const double* rows,
-                           int64_t row_stride, int64_t n_rows, const int64_t* h_ptr,
-                           const int64_t* h_src, const double* h_w, int64_t h_terms,
-                           const int64_t* ptr, const int64_t* src, const double* w,
-                           int64_t n_in, int64_t terms, int64_t v, int stream) noexcept
+                           int64_t row_stride, int64_t n_rows, const Axis* ax_h,
+                           const Axis* ax_w, int64_t v, int stream) noexcept
 
 cdef extern from "_store.h" nogil:
     void tb_stream_copy(void* dst, const void* src, int64_t nbytes) noexcept
     void tb_store_fence() noexcept
 
 cdef extern from "_w_gather.h" nogil:
-    void tb_gather_f64(double* out, const double* row, const double* weight,
-                       const int32_t* src, int64_t n, int64_t width, int stream) noexcept
+    void tb_gather_f64(double* out, const double* row, const Axis* ax, int stream) noexcept
     void tb_gather_rows_f32(float* out, int64_t out_stride, const float* rows,
-                            int64_t row_stride, int64_t n_rows, const float* weight,
-                            const int32_t* src, const int32_t* rel, const int32_t* window,
-                            const int8_t* mode, const int32_t* block_window, int64_t n,
-                            int64_t width, int stream) noexcept
+                            int64_t row_stride, int64_t n_rows, const Axis* ax,
+                            int stream) noexcept
     void tb_gather_rows_f16(uint16_t* out, int64_t out_stride, const float* rows,
-                            int64_t row_stride, int64_t n_rows, const float* weight,
-                            const int32_t* src, const int32_t* rel, const int32_t* window,
-                            const int8_t* mode, const int32_t* block_window, int64_t n,
-                            int64_t width, int stream) noexcept
+                            int64_t row_stride, int64_t n_rows, const Axis* ax,
+                            int stream) noexcept
     void tb_gather_rows_bf16(uint16_t* out, int64_t out_stride, const float* rows,
-                             int64_t row_stride, int64_t n_rows, const float* weight,
-                             const int32_t* src, const int32_t* rel, const int32_t* window,
-                             const int8_t* mode, const int32_t* block_window, int64_t n,
-                             int64_t width, int stream) noexcept
+                             int64_t row_stride, int64_t n_rows, const Axis* ax,
+                             int stream) noexcept
 
 
 # Shared with Python, defined once in _constants.h (see _constants_h.pxd).
 from trilinear_bwd._constants_h cimport TB_DT_FLOAT16, TB_DT_FLOAT32, TB_DT_FLOAT64
 
 
-# The structs the helpers read, declared once with the typed plan (_kernel_plan.pxd).
-from trilinear_bwd._kernel_plan cimport Axis, Row
 
 
 cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
@@ -218,16 +207,16 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
 
 
 cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* rows,
-                             int64_t stride, const int64_t* ptr, const int64_t* src,
-                             const floating* w, int64_t n_rows, int64_t n,
-                             bint prefetch) noexcept nogil:
-    # Rows r < n_rows of acc (acc_stride apart): the sum over the terms
-    # ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :]; ``prefetch``
-    # when the rows come from memory (source) rather than cache (see _row_sums.h).
+                             int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
+                             int64_t n, bint prefetch) noexcept nogil:
+    # Rows r < n_rows of acc (acc_stride apart): target points first + r of
+    # axis ax, each the sum over its terms t of weight[t] * rows[src[t] * stride :];
+    # ``prefetch`` when the rows come from memory (source) rather than cache
+    # (see _row_sums.h).
     if floating is float:
-        tb_reduce_rows_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
+        tb_reduce_rows_f32(acc, acc_stride, rows, stride, ax, first, n_rows, n, prefetch)
     else:
-        tb_reduce_rows_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, prefetch)
+        tb_reduce_rows_f64(acc, acc_stride, rows, stride, ax, first, n_rows, n, prefetch)
 
 
 cdef inline void w_pass_channels(floating* out, int64_t out_stride, const floating* rows,
@@ -235,35 +224,29 @@ cdef inline void w_pass_channels(floating* out, int64_t out_stride, const floati
                                  bint stream) noexcept nogil:
     # w_pass of n_rows rows, ``row_stride`` apart, into rows ``out_stride`` apart.
     if floating is float:
-        tb_w_channels_f32(out, out_stride, rows, row_stride, n_rows, ax.ptr, ax.src,
-                          <const float*> ax.weight, ax.n_in, ax.terms, v, stream)
+        tb_w_channels_f32(out, out_stride, rows, row_stride, n_rows, ax, v, stream)
     else:
-        tb_w_channels_f64(out, out_stride, rows, row_stride, n_rows, ax.ptr, ax.src,
-                          <const double*> ax.weight, ax.n_in, ax.terms, v, stream)
+        tb_w_channels_f64(out, out_stride, rows, row_stride, n_rows, ax, v, stream)
 
 
 cdef inline bint hw_pass_channels(floating* out, int64_t out_stride, const floating* rows,
                                   int64_t row_stride, int64_t n_rows, const Axis* ax_h,
                                   const Axis* ax_w, int64_t v, bint stream) noexcept nogil:
-    # The H and W passes of n_rows output rows at once from the D-reduced
+    # The H and W passes of n_rows target rows at once from the D-reduced
     # rows, where both tables have two terms a point and v has a copy
     # (_w_channels.h, tb_hw_channels_); False, having done nothing, otherwise.
     if floating is float:
-        return tb_hw_channels_f32(out, out_stride, rows, row_stride, n_rows, ax_h.ptr,
-                                  ax_h.src, <const float*> ax_h.weight, ax_h.terms, ax_w.ptr,
-                                  ax_w.src, <const float*> ax_w.weight, ax_w.n_in, ax_w.terms,
-                                  v, stream)
+        return tb_hw_channels_f32(out, out_stride, rows, row_stride, n_rows, ax_h, ax_w, v,
+                                  stream)
     else:
-        return tb_hw_channels_f64(out, out_stride, rows, row_stride, n_rows, ax_h.ptr,
-                                  ax_h.src, <const double*> ax_h.weight, ax_h.terms, ax_w.ptr,
-                                  ax_w.src, <const double*> ax_w.weight, ax_w.n_in,
-                                  ax_w.terms, v, stream)
+        return tb_hw_channels_f64(out, out_stride, rows, row_stride, n_rows, ax_h, ax_w, v,
+                                  stream)
 
 
 cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int64_t v,
                         bint stream) noexcept nogil:
-    # The W backward of one row of v channels per position, as an axpy over
-    # the v contiguous channels per term (the channels-last W pass, and the
+    # The W pass of one row of v channels per position, as an axpy over the
+    # v contiguous channels per term (the channels-last W pass, and the
     # channels-first one of an axis without a padded table), optionally with
     # streaming stores.
     w_pass_channels(out, 0, row, 0, 1, ax, v, stream)
@@ -272,8 +255,8 @@ cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int6
 cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* rows,
                              int64_t row_stride, int64_t n_rows, const Axis* ax,
                              bint stream) noexcept nogil:
-    # The channels-first W backward of n_rows rows, ``row_stride`` apart, into
-    # rows ``out_stride`` apart.  Each row has its zero sentinel at index oW
+    # The channels-first W pass of n_rows rows, ``row_stride`` apart, into
+    # rows ``out_stride`` apart.  Each row has its zero sentinel at index L
     # and 32 readable elements after it.  Over the padded table, a gather
     # along the row (float32: _w_gather.h, one table set-up for all the rows;
     # float64: a gather per term); an axis whose padded table would be too
@@ -284,14 +267,10 @@ cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* 
         for y in range(n_rows):
             w_pass(out + y * out_stride, rows + y * row_stride, ax, 1, stream)
     elif floating is float:
-        tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows,
-                           <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
-                           ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, stream)
+        tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows, ax, stream)
     else:
         for y in range(n_rows):
-            tb_gather_f64(out + y * out_stride, rows + y * row_stride,
-                          <const double*> ax.padded_weight, ax.padded_src, ax.n_in, ax.width,
-                          stream)
+            tb_gather_f64(out + y * out_stride, rows + y * row_stride, ax, stream)
 
 
 cdef inline void w_pass_rows_16(uint16_t* out, int64_t out_stride, const float* rows,
@@ -300,10 +279,6 @@ cdef inline void w_pass_rows_16(uint16_t* out, int64_t out_stride, const float* 
     # w_pass_rows into float16 (or bfloat16) rows, each rounded once in
     # registers; the padded table only (ax.width > 0).
     if bf16:
-        tb_gather_rows_bf16(out, out_stride, rows, row_stride, n_rows,
-                            <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
-                            ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, False)
+        tb_gather_rows_bf16(out, out_stride, rows, row_stride, n_rows, ax, False)
     else:
-        tb_gather_rows_f16(out, out_stride, rows, row_stride, n_rows,
-                           <const float*> ax.padded_weight, ax.padded_src, ax.padded_rel,
-                           ax.window, ax.mode, ax.block_window, ax.n_in, ax.width, False)
+        tb_gather_rows_f16(out, out_stride, rows, row_stride, n_rows, ax, False)

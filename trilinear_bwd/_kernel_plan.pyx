@@ -17,7 +17,7 @@ cdef object _address(object arr, object dtype, list keep):
 
 
 cdef void _fill_axis(Axis* ax, object t, list keep) except *:
-    ax.n_in = t.ptr.shape[0] - 1
+    ax.n_target = t.ptr.shape[0] - 1
     counts = np.diff(t.ptr)
     ax.terms = counts[0] if counts.size and (counts == counts[0]).all() else 0
     ax.ptr = <const int64_t*> <uintptr_t> _address(t.ptr, np.int64, keep)
@@ -58,8 +58,8 @@ cdef class KernelPlan:
 
     def __cinit__(self, *, int dtype, int read_mode, bint plane_run, bint stream,
                   bint out_direct, int64_t nb2, int64_t n_items, int64_t planes_per_item,
-                  bint whole_planes, int64_t oh, int64_t ring, int64_t id, int64_t ih,
-                  int64_t v, int64_t L,
+                  bint whole_planes, int64_t source_h, int64_t ring, int64_t target_d,
+                  int64_t target_h, int64_t v, int64_t L,
                   tuple source, tuple target, tuple tables, int64_t h_stride,
                   int64_t off_acch, int64_t off_conv, int64_t off_out, int64_t off_narrow,
                   int64_t slot_bytes, int64_t w_rows):
@@ -77,10 +77,10 @@ cdef class KernelPlan:
         self.p.n_items = n_items
         self.p.planes_per_item = planes_per_item
         self.p.whole_planes = whole_planes
-        self.p.oh = oh
+        self.p.source_h = source_h
         self.p.ring = ring
-        self.p.id = id
-        self.p.ih = ih
+        self.p.target_d = target_d
+        self.p.target_h = target_h
         self.p.v = v
         self.p.L = L
         _fill_volume(&self.p.source, source)
@@ -88,8 +88,11 @@ cdef class KernelPlan:
         _fill_axis(&self.p.ax_d, tables[0], keep)
         _fill_axis(&self.p.ax_h, tables[1], keep)
         _fill_axis(&self.p.ax_w, tables[2], keep)
+        # The H table read from the channels-last ring: the same terms, each
+        # src the row of acc_d that holds it.
+        self.p.ax_h_ring = self.p.ax_h
         ring_src = np.ascontiguousarray(tables[1].src % ring, dtype=np.int64)
-        self.p.ring_src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
+        self.p.ax_h_ring.src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         keep.append(ring_src)
         self._keep = keep
         self.p.h_stride = h_stride

@@ -3,13 +3,13 @@
 # _kernels_baseline.pyx, _kernels_avx2.pyx and _kernels_avx512.pyx, which only
 # include this file.
 #
-# Work is split into items (slice b, input plane a), or (slice b, planes a
-# and a + 1) in channels-last mode.  An item reads the source planes that
-# feed its planes, reduces them over D (vectorised along the contiguous row),
-# then each H row, then W, and writes each of its target planes of slice
-# b once.  Items share nothing but read-only input, so any static split
-# across threads - over slices, or inside one slice when there are few -
-# computes every value with the same operations in the same order.
+# Work is split into items (slice b, target plane a), or (slice b, target
+# planes a and a + 1) in channels-last mode.  An item reads the source planes
+# that feed its planes, reduces them over D (vectorised along the contiguous
+# row), then each H row, then W, and writes each of its target planes of
+# slice b once.  Items share nothing but the read-only source, so any static
+# split across threads - over slices, or inside one slice when there are
+# few - computes every value with the same operations in the same order.
 
 from libc.stdint cimport int64_t, uint16_t, uintptr_t
 from cython cimport floating
@@ -71,23 +71,24 @@ cdef enum:
     W_ZEROS = 16
 
 
-cdef inline void _reduce_source(floating* acc, const floating* w, const int64_t* ptr,
-                                const int64_t* src, const Problem* p, const char* source,
-                                int64_t base, int64_t stride, floating* conv,
-                                int64_t n) noexcept nogil:
-    # The D pass of one input plane (ptr points at its entry of the D table):
-    # the sum over source rows at ``base + src[t] * stride`` elements, read
-    # as p.read_mode says.
-    cdef int64_t t0 = ptr[0], t1 = ptr[1]
+cdef inline void _reduce_source(floating* acc, const Problem* p, int64_t a,
+                                const char* source, int64_t base, int64_t stride,
+                                floating* conv, int64_t n) noexcept nogil:
+    # The D pass of target plane a: the sum over the source rows at
+    # ``base + src[t] * stride`` elements of its terms t in the D table,
+    # read as p.read_mode says.
+    cdef const int64_t* src = p.ax_d.src
+    cdef const floating* w = <const floating*> p.ax_d.weight
+    cdef int64_t t0 = p.ax_d.ptr[a], t1 = p.ax_d.ptr[a + 1]
     cdef int64_t t = t0
     cdef int64_t o0, o1
     cdef bint pair
     if p.read_mode == TB_READ_IN_PLACE:
-        reduce_rows(acc, 0, (<const floating*> source) + base, stride, ptr, src, w, 1, n, True)
+        reduce_rows(acc, 0, (<const floating*> source) + base, stride, &p.ax_d, a, 1, n, True)
         return
     if floating is float:
         if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
-            tb_reduce_half_rows(acc, 0, (<const uint16_t*> source) + base, stride, ptr, src, w,
+            tb_reduce_half_rows(acc, 0, (<const uint16_t*> source) + base, stride, &p.ax_d, a,
                                 1, n, p.read_mode == TB_READ_BFLOAT16)
             return
     # TB_READ_CONVERT: two rows at a time gathered into ``conv`` first.
@@ -108,7 +109,7 @@ cdef inline void _reduce_source(floating* acc, const floating* w, const int64_t*
 
 cdef inline void _w_and_store(const Problem* p, char* target, int64_t off, floating* h_row,
                               floating* out, floating* ws) noexcept nogil:
-    # The W pass of one H-reduced row, written to target at element ``off``.
+    # The W pass of one H-reduced row, written to the target at element ``off``.
     if p.out_direct:
         w_pass((<floating*> target) + off, h_row, &p.ax_w, p.v, p.stream)
     else:
@@ -123,7 +124,7 @@ cdef inline void _prefetch_item(const Problem* p, const char* source, int64_t it
     # (a plane read as one run) sums over D, so that its D pass does not
     # start by waiting on memory while this item's H and W passes leave the
     # memory idle.
-    cdef int64_t items_per_slice = p.id  # one input plane per channels-first item
+    cdef int64_t items_per_slice = p.target_d  # one target plane per channels-first item
     cdef int64_t b = item // items_per_slice
     cdef int64_t a = item - b * items_per_slice
     cdef int64_t esize = acc_size
@@ -133,18 +134,18 @@ cdef inline void _prefetch_item(const Problem* p, const char* source, int64_t it
     # memory, unmapped pages among it (a page walk each).
     tb_prefetch_rows(source + ((b // p.nb2) * p.source.s_b1
                                + (b % p.nb2) * p.source.s_b2) * esize,
-                     p.source.s_d * esize, p.ax_d.ptr + a, p.ax_d.src,
-                     min(<int64_t> TB_PF_NEXT_ITEM, p.oh * p.L * esize))
+                     p.source.s_d * esize, &p.ax_d, a,
+                     min(<int64_t> TB_PF_NEXT_ITEM, p.source_h * p.L * esize))
 
 
 cdef void _item(const Problem* p, const char* source, char* target, floating* ws,
                 int64_t item) noexcept nogil:
-    # Item = (slice b, input planes a0 .. a0 + p.planes_per_item - 1).
+    # Item = (slice b, target planes a0 .. a0 + p.planes_per_item - 1).
     cdef int64_t per_item = p.planes_per_item
-    cdef int64_t items_per_slice = (p.id + per_item - 1) // per_item
+    cdef int64_t items_per_slice = (p.target_d + per_item - 1) // per_item
     cdef int64_t b = item // items_per_slice
     cdef int64_t a0 = (item - b * items_per_slice) * per_item
-    cdef int64_t n_planes = min(per_item, p.id - a0)
+    cdef int64_t n_planes = min(per_item, p.target_d - a0)
     cdef int64_t b1 = b // p.nb2
     cdef int64_t b2 = b - b1 * p.nb2
     cdef int64_t L = p.L
@@ -152,10 +153,8 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
     cdef floating* acc_h = ws + p.off_acch
     cdef floating* conv = ws + p.off_conv
     cdef floating* out = ws + p.off_out
-    cdef const floating* w_d = <const floating*> p.ax_d.weight
     cdef const int64_t* h_ptr = p.ax_h.ptr
     cdef const int64_t* h_src = p.ax_h.src
-    cdef const int64_t* d_ptr = p.ax_d.ptr + a0
     cdef int64_t src_base = b1 * p.source.s_b1 + b2 * p.source.s_b2
     cdef int64_t dst_base = b1 * p.target.s_b1 + b2 * p.target.s_b2 + a0 * p.target.s_d
     cdef int64_t y, row, g, first, last, step, off
@@ -170,42 +169,41 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
         # row.  Each element takes the same terms in the same order as in
         # the ring below, so the same bits.
         for g in range(n_planes):
-            _reduce_source(acc_d, w_d, d_ptr + g, p.ax_d.src, p, source, src_base,
-                           p.source.s_d, conv, p.oh * L)
+            _reduce_source(acc_d, p, a0 + g, source, src_base, p.source.s_d, conv,
+                           p.source_h * L)
             if TB_STOP_AFTER == 1:
                 continue
             off = dst_base + g * p.target.s_d
             if (TB_STOP_AFTER == 0 and p.out_direct
                     and hw_pass_channels((<floating*> target) + off, p.target.s_h, acc_d, L,
-                                         p.ih, &p.ax_h, &p.ax_w, p.v, p.stream)):
+                                         p.target_h, &p.ax_h, &p.ax_w, p.v, p.stream)):
                 continue    # H and W at once (the forward's tables, common channel counts)
-            reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src,
-                        <const floating*> p.ax_h.weight, p.ih, L, False)
+            reduce_rows(acc_h, p.h_stride, acc_d, L, &p.ax_h, 0, p.target_h, L, False)
             if TB_STOP_AFTER == 2:
                 continue
             if p.out_direct:
                 w_pass_channels((<floating*> target) + off, p.target.s_h, acc_h, p.h_stride,
-                                p.ih, &p.ax_w, p.v, p.stream)
+                                p.target_h, &p.ax_w, p.v, p.stream)
             else:
                 # Rows to be rounded go through a one-row buffer, which stays
-                # in L1 (a buffer of the whole plane measured slower).
-                for y in range(p.ih):
+                # in L1 where a buffer of the whole plane would not.
+                for y in range(p.target_h):
                     _w_and_store(p, target, off + y * p.target.s_h, acc_h + y * p.h_stride,
                                  out, ws)
     elif p.v > 1:
         # Channels-last: one H row at a time, each reduced over W at once.
         # A source row is summed over D when the first H row that needs it
         # comes up, into a ring of p.ring rows per plane (H reads rows in
-        # non-decreasing order), so D, H and W all work in L1 and the output
+        # non-decreasing order), so D, H and W all work in L1 and the target
         # stores are spread over the plane rather than bunched after a D
         # sweep of it.  The item's planes take turns row by row: neighbouring
-        # input planes read mostly the same source rows, which the second
+        # target planes read mostly the same source rows, which the second
         # then finds in cache, where a plane's whole share of source (512 KB
         # per source plane at 2x with 32 channels) would have left L2
         # before the next item came to it.
         for g in range(n_planes):
             done[g] = -1
-        for row in range(p.ih):
+        for row in range(p.target_h):
             if h_ptr[row + 1] > h_ptr[row]:
                 first, last = h_src[h_ptr[row]], h_src[h_ptr[row + 1] - 1]
             else:
@@ -215,13 +213,12 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
                 y = max(done[g] + 1, first)
                 done[g] = max(done[g], last)
                 while y <= done[g]:
-                    _reduce_source(ring + (y % p.ring) * L, w_d, d_ptr + g, p.ax_d.src, p,
-                                   source, src_base + y * p.source.s_h, p.source.s_d, conv, L)
+                    _reduce_source(ring + (y % p.ring) * L, p, a0 + g, source,
+                                   src_base + y * p.source.s_h, p.source.s_d, conv, L)
                     y += 1
                 if TB_STOP_AFTER == 1:
                     continue
-                reduce_rows(acc_h, 0, ring, L, h_ptr + row, p.ring_src,
-                            <const floating*> p.ax_h.weight, 1, L, False)
+                reduce_rows(acc_h, 0, ring, L, &p.ax_h_ring, row, 1, L, False)
                 if TB_STOP_AFTER == 2:
                     continue
                 _w_and_store(p, target, dst_base + g * p.target.s_d + row * p.target.s_h, acc_h,
@@ -233,33 +230,31 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
         # would stall on the H pass's vector stores if it followed them
         # immediately.  The W table's zero sentinels are set first, for the
         # same reason.
-        for row in range(p.ih):
+        for row in range(p.target_h):
             fill_zero(acc_h + row * p.h_stride + L, W_ZEROS)
         if p.plane_run:
-            _reduce_source(acc_d, w_d, d_ptr, p.ax_d.src, p, source, src_base, p.source.s_d,
-                           conv, p.oh * L)
+            _reduce_source(acc_d, p, a0, source, src_base, p.source.s_d, conv, p.source_h * L)
             if item + 1 < p.n_items:
                 _prefetch_item(p, source, item + 1, sizeof(floating))
         else:
-            for y in range(p.oh):
-                _reduce_source(acc_d + y * L, w_d, d_ptr, p.ax_d.src, p, source,
-                               src_base + y * p.source.s_h, p.source.s_d, conv, L)
+            for y in range(p.source_h):
+                _reduce_source(acc_d + y * L, p, a0, source, src_base + y * p.source.s_h,
+                               p.source.s_d, conv, L)
         if TB_STOP_AFTER == 1:
             return
-        reduce_rows(acc_h, p.h_stride, acc_d, L, h_ptr, h_src, <const floating*> p.ax_h.weight,
-                    p.ih, L, False)
+        reduce_rows(acc_h, p.h_stride, acc_d, L, &p.ax_h, 0, p.target_h, L, False)
         if TB_STOP_AFTER == 2:
             return
         # The W pass, p.w_rows rows per call (each call sets the table up once).
         row = 0
-        while row < p.ih:
-            step = min(p.w_rows, p.ih - row)
+        while row < p.target_h:
+            step = min(p.w_rows, p.target_h - row)
             h_rows = acc_h + row * p.h_stride
             off = dst_base + row * p.target.s_h
             if not p.out_direct:
-                w_pass_rows(out, p.ax_w.n_in, h_rows, p.h_stride, step, &p.ax_w, False)
+                w_pass_rows(out, p.ax_w.n_target, h_rows, p.h_stride, step, &p.ax_w, False)
                 for y in range(step):
-                    store_row(target, off + y * p.target.s_h, out + y * p.ax_w.n_in,
+                    store_row(target, off + y * p.target.s_h, out + y * p.ax_w.n_target,
                               &p.target.row, p.dtype, p.stream,
                               <void*> ((<char*> ws) + p.off_narrow))
             elif p.dtype == TB_DT_FLOAT16 or p.dtype == TB_DT_BFLOAT16:
@@ -324,8 +319,8 @@ cdef void _run_team(const Problem* p, const char* source, char* target, char* ws
     if p.n_items == 0:
         return
     if n_threads == 1:
-        # A team of one: no OpenMP region to start (a microsecond, the whole
-        # kernel of a tiny call), the same items computed the same way.
+        # A team of one: no OpenMP region to start (it costs about as much as
+        # the whole kernel of a tiny call), the same items computed the same way.
         _run_alone(p, source, target, ws)
     else:
         _run(p, source, target, ws, n_threads, NULL)

@@ -20,11 +20,11 @@ One slot per thread, each region starting on a 64-byte line, in the
 accumulation type (float32, or float64 for float64 data):
 
 * ``acc_d``: rows of source summed over D for the plane in progress: all
-  oH of them in channels-first mode and for small channels-last planes
+  of a source plane's rows in channels-first mode and for small channels-last planes
   (``WHOLE_PLANE_BYTES``); in channels-last mode otherwise, for each plane
   of the item, a ring of the few rows the H pass still needs (``ring``
   rows, see :func:`ring_rows`);
-* ``acc_h``: the plane summed over H (iH rows, each with room for the zero
+* ``acc_h``: the plane summed over H (a target plane's rows, each with room for the zero
   sentinel and 32 spare elements that the W gather reads past its end; one
   row in channels-last mode, where each row is reduced over W at once,
   unless the plane is small);
@@ -204,37 +204,39 @@ def make_plan(call, n_threads):
     -------
     Plan
     """
-    go, gi = call.source, call.target
-    n, c, od, oh, ow = go.shape
-    _, _, id_, ih, iw = gi.shape
+    source, target = call.source, call.target
+    n, c, _, source_h, source_w = source.shape
+    _, _, target_d, target_h, target_w = target.shape
     acc = call.acc_dtype
-    channels_last = is_channels_last(go)
+    channels_last = is_channels_last(source)
     v = c if channels_last else 1
-    length = ow * v
-    source_volume = _volume(go, channels_last)
-    target_volume = _volume(gi, channels_last)
+    length = source_w * v
+    source_volume = _volume(source, channels_last)
+    target_volume = _volume(target, channels_last)
     row = source_volume[4]
     if row[0] != 1 or row[3] != 1:
         read_mode = READ_CONVERT
     else:
         read_mode = {DT_FLOAT32: READ_IN_PLACE, DT_FLOAT64: READ_IN_PLACE,
                      DT_FLOAT16: READ_FLOAT16, DT_BFLOAT16: READ_BFLOAT16}[call.dtype_code]
-    plane_run = read_mode != READ_CONVERT and (source_volume[3] == length or oh == 1)
+    plane_run = read_mode != READ_CONVERT and (source_volume[3] == length or source_h == 1)
     unit_rows = target_volume[4][0] == 1 and target_volume[4][3] == 1
-    stream = unit_rows and streamed(gi.nbytes, target_volume[4][2] * gi.itemsize, gi.itemsize)
+    stream = unit_rows and streamed(target.nbytes, target_volume[4][2] * target.itemsize,
+                                    target.itemsize)
     # float32/float64 rows are written in place by the W pass; when streamed,
     # only where it can issue the streaming stores itself: the channels-first
     # gather, and channels-last rows of a multiple of 8 channels (_w_channels.h).
     wide = call.dtype_code in (DT_FLOAT32, DT_FLOAT64)
     out_direct = unit_rows and wide and (not stream or v == 1 or v % 8 == 0)
 
-    # The kernel computes the target array (gradInput; the forward's out)
-    # from the source (gradOut; self): only the tables say which operator,
-    # and, for a block of a larger call, which window of the whole axis.
+    # The kernel computes the target array (the backward's gradInput, the
+    # forward's out) from the source (gradOut; self): only the tables say
+    # which operator, and, for a block of a larger call, which window of the
+    # whole axis.
     windows = call.window or (None, None, None)
     tables = [
         axis_table(n_in, n_out, call.align_corners, s, acc, sentinel=sentinel,
-                   forward=call.op.forward, window=window, storage=go.dtype)
+                   forward=call.op.forward, window=window, storage=source.dtype)
         for n_in, n_out, s, sentinel, window in zip(
             call.input_size[2:], call.output_size, call.scales,
             (None, None, None if v > 1 else length), windows)
@@ -249,29 +251,30 @@ def make_plan(call, n_threads):
     conv = 2 * length if read_mode == READ_CONVERT else 0
     # Channels-last reduces each H row over W at once: one acc_h row and a
     # ring of D sums suffice, except for planes small enough to take whole.
-    row_out = 0 if out_direct else iw * v
+    row_out = 0 if out_direct else target_w * v
     whole = (v > 1 and plane_run
-             and (oh * length + ih * h_stride + row_out) * acc.itemsize <= WHOLE_PLANE_BYTES)
-    ring = ring_rows(tables[1].ptr, tables[1].src) if v > 1 and not whole else oh
-    # Channels-last items take two input planes row by row (see _kernels.pxi),
+             and (source_h * length + target_h * h_stride + row_out) * acc.itemsize
+             <= WHOLE_PLANE_BYTES)
+    ring = ring_rows(tables[1].ptr, tables[1].src) if v > 1 and not whole else source_h
+    # Channels-last items take two target planes row by row (see _kernels.pxi),
     # unless that would leave fewer than 4 items per thread to balance.
     slices = n if channels_last else n * c
     per_item = 1
-    if v > 1 and slices * -(-id_ // CHANNELS_LAST_PLANES_PER_ITEM) >= 4 * n_threads:
+    if v > 1 and slices * -(-target_d // CHANNELS_LAST_PLANES_PER_ITEM) >= 4 * n_threads:
         per_item = CHANNELS_LAST_PLANES_PER_ITEM
     if whole and out_direct:
-        w_rows = ih
+        w_rows = target_h
     elif v > 1:
         w_rows = 1
     elif not out_direct:
-        w_rows = min(ih, W_ROWS_BUFFERED)
+        w_rows = min(target_h, W_ROWS_BUFFERED)
     else:
-        w_rows = min(ih, W_ROWS_STREAMED) if stream else ih
+        w_rows = min(target_h, W_ROWS_STREAMED) if stream else target_h
     # A whole channels-last plane is done before the item's next one starts.
     sizes = [(1 if whole else per_item) * ring * length,
-             (ih if v == 1 or whole else 1) * h_stride, conv,
-             0 if out_direct else w_rows * iw * v]
-    narrow_bytes = iw * v * gi.itemsize if stream and gi.itemsize == 2 else 0
+             (target_h if v == 1 or whole else 1) * h_stride, conv,
+             0 if out_direct else w_rows * target_w * v]
+    narrow_bytes = target_w * v * target.itemsize if stream and target.itemsize == 2 else 0
     offsets, slot = [], 0
     for count in sizes:
         offsets.append(slot // acc.itemsize)
@@ -279,14 +282,14 @@ def make_plan(call, n_threads):
     offsets.append(slot)  # in bytes: the narrow row is not in the accumulation type
     slot += _round_up(narrow_bytes)
 
-    n_items = slices * -(-id_ // per_item)
+    n_items = slices * -(-target_d // per_item)
     n_slots = max(1, min(n_threads, n_items))
     workspace = n_slots * slot + LINE if n_items else 0
     kernel = KernelPlan(
         dtype=call.dtype_code, read_mode=read_mode, plane_run=plane_run, stream=stream,
         out_direct=out_direct, nb2=1 if channels_last else c, n_items=n_items,
-        planes_per_item=per_item, whole_planes=whole, oh=oh, ring=ring, id=id_, ih=ih, v=v,
-        L=length,
+        planes_per_item=per_item, whole_planes=whole, source_h=source_h, ring=ring,
+        target_d=target_d, target_h=target_h, v=v, L=length,
         source=source_volume, target=target_volume, tables=tuple(tables),
         h_stride=h_stride, off_acch=offsets[1], off_conv=offsets[2], off_out=offsets[3],
         off_narrow=offsets[4], slot_bytes=slot, w_rows=w_rows,
@@ -330,9 +333,10 @@ def planned(call, n_threads, kernel_module):
         # on a Dask worker past the task that made them.
         plan = make_plan(call, n_threads)
         return plan, functools.partial(kernel_module.run, plan.kernel)
-    go, gi = call.source, call.target
-    key = (call.op.name, go.shape, go.strides, go.dtype, gi.shape, gi.strides,
-           call.output_size, call.align_corners, call.scales, n_threads, kernel_module)
+    source, target = call.source, call.target
+    key = (call.op.name, source.shape, source.strides, source.dtype, target.shape,
+           target.strides, call.output_size, call.align_corners, call.scales,
+           n_threads, kernel_module)
     with _plans_lock:
         hit = _plans.get(key)
         if hit is not None:

@@ -22,6 +22,7 @@
 
 #include "_portable.h"
 #include "_convert.h"
+#include "_kernel_plan.h"
 #include "_simd.h"
 
 /*
@@ -41,34 +42,33 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
  */
 #define TB_ROWS_PER_SUM 8
 
-/* Sweeps over grad_out (prefetch set) also prefetch each row TB_PF_AHEAD
+/* Sweeps over the source (prefetch set) also prefetch each row TB_PF_AHEAD
  * bytes ahead: the hardware prefetcher alone leaves the core waiting on
  * memory at every page boundary of its several streams.  Past the end of a
  * row this fetches the start of the next one, which the next D row reads.
- * 16 lines ahead: on a core that consumes a line in fewer cycles (AVX-512,
- * or a faster core), half that distance no longer covers the latency. */
+ * 16 lines ahead: a core that consumes a line in few cycles (AVX-512, or a
+ * fast core) outruns a shorter distance. */
 #define TB_PF_AHEAD 1024
 /* 16-bit rows: twice as far, in bytes (each step consumes half the bytes of
- * a float32 step, and 1 KiB left the core waiting on memory). */
+ * a float32 step). */
 #define TB_PF_AHEAD_16 2048
 /* 16-bit rows on narrower vectors (AVX2, SSE2): bytes of a row per
  * prefetch, two a 64-byte line (_row_sums_t.h). */
 #define TB_PF_BYTES_16 32
 /* A channels-first item whose plane is one run asks for this many bytes at
- * the start of each grad_out plane the next item sums, before its own H and
+ * the start of each source plane the next item sums, before its own H and
  * W passes, which leave the memory idle. */
 #define TB_PF_NEXT_ITEM 4096
-/* The prefetches of grad_out ask for L2, not L1: the lines are read a few
+/* The prefetches of the source ask for L2, not L1: the lines are read a few
  * hundred cycles later, from L2 as fast as the loads need them, while asked
- * into L1 they likely evicted the plane of sums (16 KiB for 64 x 64) that
- * the H and W passes work on there -- above all the next item's 16 KiB,
- * asked for just before those passes (docs/performance.md, "Prefetches into
- * L2"). */
+ * into L1 they would evict the plane of sums (16 KiB for 64 x 64) that the
+ * H and W passes work on there -- above all the next item's request, made
+ * just before those passes (docs/performance.md, "Prefetches into L2"). */
 #define TB_PF_HINT _MM_HINT_T1
-/* Two exceptions (docs/performance.md, "Per-vector prefetches into L1 on
- * narrower vectors").  One prefetch per vector on narrower vectors (AVX2
- * and SSE2 over float32 and float64 rows, _row_sums_t.h) asks for L1:
- * asked into L2 these made no case faster and some slower on a Zen 4 core. */
+/* Two exceptions, each chosen by timing both hints (docs/performance.md,
+ * "Per-vector prefetches into L1 on narrower vectors").  One prefetch per
+ * vector on narrower vectors (AVX2 and SSE2 over float32 and float64 rows,
+ * _row_sums_t.h) asks for L1. */
 #if TB_HAVE_MASKS
 #define TB_PF_HINT_VEC TB_PF_HINT
 #else
@@ -77,8 +77,7 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 /* And with AVX-512 a next item whose whole request is at most this many
  * bytes (a forward's two planes of a small source) asks for L1: it evicts
  * little of the plane the H and W passes work on, and its short D pass then
- * starts from L1.  The AVX2 variant's downsampling backward was slower with
- * the same rule. */
+ * starts from L1.  AVX2 keeps L2 for it (the same performance.md section). */
 #define TB_PF_NEXT_ITEM_L1 4096
 
 /* The row sums for each accumulation type (the C template _row_sums_t.h). */
@@ -97,17 +96,18 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 #undef TB_S
 #undef TB_HALF_ROWS
 
-/* Ask for the first `nbytes` of each row src[t] * row_bytes past `rows`,
- * ptr[0] <= t < ptr[1]: the start of a later D sum, fetched while other work
- * runs, into L2 (into L1 for a small request with AVX-512,
- * TB_PF_NEXT_ITEM_L1).  A plane shorter than `nbytes` has the request run
- * past it, perhaps past the array: prefetches never fault (one to an
- * unmapped page is dropped). */
-static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes,
-                                    const int64_t *restrict ptr, const int64_t *restrict src,
-                                    int64_t nbytes)
+/* Ask for the first `nbytes` of each source row that target point i of
+ * axis `ax` reads, src[t] * row_bytes past `rows` for ptr[i] <= t < ptr[i+1]:
+ * the start of a later D sum, fetched while other work runs, into L2 (into
+ * L1 for a small request with AVX-512, TB_PF_NEXT_ITEM_L1).  A plane
+ * shorter than `nbytes` has the request run past it, perhaps past the
+ * array: prefetches never fault (one to an unmapped page is dropped). */
+static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes, const tb_axis *ax,
+                                    int64_t i, int64_t nbytes)
 {
 #if defined(TB_LANES_f32)
+    const int64_t *restrict ptr = ax->ptr + i;
+    const int64_t *restrict src = ax->src;
 #if TB_HAVE_MASKS
     if ((ptr[1] - ptr[0]) * nbytes <= TB_PF_NEXT_ITEM_L1) {
         for (int64_t t = ptr[0]; t < ptr[1]; ++t)
@@ -120,17 +120,17 @@ static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes,
         for (int64_t b = 0; b < nbytes; b += 64)
             _mm_prefetch((const char *)rows + src[t] * row_bytes + b, TB_PF_HINT);
 #else
-    (void)rows, (void)row_bytes, (void)ptr, (void)src, (void)nbytes;
+    (void)rows, (void)row_bytes, (void)ax, (void)i, (void)nbytes;
 #endif
 }
 
-/* 16-bit grad_out rows, summed into float32: always read from memory, hence
- * prefetched. */
-static inline void tb_reduce_half_rows(float *restrict acc, int64_t acc_stride,
-                                       const uint16_t *rows, int64_t stride,
-                                       const int64_t *restrict ptr, const int64_t *restrict src,
-                                       const float *restrict w, int64_t n_rows, int64_t n,
-                                       int bf16)
+/* 16-bit source rows, summed into float32 (tb_reduce_rows_f32's contract):
+ * always read from memory, hence prefetched. */
+static inline void tb_reduce_half_terms(float *restrict acc, int64_t acc_stride,
+                                        const uint16_t *rows, int64_t stride,
+                                        const int64_t *restrict ptr, const int64_t *restrict src,
+                                        const float *restrict w, int64_t n_rows, int64_t n,
+                                        int bf16)
 {
     if (bf16)
         tb_reduce_rows_body_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
@@ -138,6 +138,15 @@ static inline void tb_reduce_half_rows(float *restrict acc, int64_t acc_stride,
     else
         tb_reduce_rows_body_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
                                 TB_ROWS_F16);
+}
+
+TB_ALWAYS_INLINE void tb_reduce_half_rows(float *restrict acc, int64_t acc_stride,
+                                          const uint16_t *rows, int64_t stride,
+                                          const tb_axis *ax, int64_t first, int64_t n_rows,
+                                          int64_t n, int bf16)
+{
+    tb_reduce_half_terms(acc, acc_stride, rows, stride, ax->ptr + first, ax->src,
+                         (const float *)ax->weight, n_rows, n, bf16);
 }
 
 #endif

@@ -124,20 +124,18 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
         }
 #endif
 #if !TB_HAVE_MASKS
-        /* Narrower vectors (AVX2, SSE2) over 16-bit grad_out rows: one
+        /* Narrower vectors (AVX2, SSE2) over 16-bit source rows: one
          * prefetch per row per 32 bytes (two a line) instead of one per
          * vector (four a line), and a long row starts with the scalar
          * elements before x[0]'s first vector boundary, so that no vector
          * load of x[0] (nor, in a plane read in one sweep whose planes are
          * whole vectors apart, of any row) straddles two lines.  The scalar
          * elements take the same multiplies and adds as the vector lanes.
-         * One prefetch a line ran as slowly as none at all on a Zen 4 core
-         * (likely: a prefetch the core drops is not asked for again); two a line run
-         * within a few percent of four, with half the extra instructions
-         * (docs/performance.md, "16-bit rows: two prefetches a line").
-         * float32 rows keep one prefetch per vector: with one per line they
-         * were slower in every timed run, although they executed fewer
-         * instructions. */
+         * Two a line rather than one: a prefetch the core drops is likely
+         * not asked for again, and one a line left the sweep as slow as
+         * none.  float32 rows keep one prefetch per vector, which timed
+         * faster than one a line despite more instructions
+         * (docs/performance.md, "16-bit rows: two prefetches a line"). */
         const int64_t per_prefetch = TB_PF_BYTES_16 / (TB_LANES * elem);
         if (prefetch && per_prefetch > 1 && kind != TB_ROWS_SAME) {
             if (n >= 8 * TB_LANES) {
@@ -203,13 +201,107 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_)(TB_T *restrict acc, const void *con
     }
 }
 
+#if defined(TB_LANES_f32) && !TB_HAVE_MASKS
+/*
+ * Narrower vectors (AVX2, SSE2), rows of the accumulation type read from
+ * cache (the H pass): rows r0 <= r < n_rows of acc, as long as each is the
+ * sum of m terms, m <= TB_ROWS_PER_SUM and known to the compiler; returns
+ * the first row that is not.  Each row is summed in registers (from 0:
+ * `first`), two vectors a step on one index, and a row of a vector or more
+ * ends with the full vector that ends it: the elements it shares with the
+ * vector before take the same operations on the same values again, which
+ * stores the same bits.  Shorter rows take the scalar loop.  What the
+ * general loop spends on each row (the term count, the row pointers and
+ * weights in memory, the tail element by element) is most of the work in a
+ * row of a few vectors.
+ */
+TB_ALWAYS_INLINE int64_t TB_TYPED(tb_cached_run_m_)(TB_T *restrict acc, int64_t acc_stride,
+                                                    const TB_T *rows, int64_t stride,
+                                                    const int64_t *restrict ptr,
+                                                    const int64_t *restrict src,
+                                                    const TB_T *restrict w, int64_t r0,
+                                                    int64_t n_rows, int64_t m, int64_t n)
+{
+    const int64_t last = n - TB_LANES;
+    int64_t r = r0;
+    for (; r < n_rows && ptr[r + 1] - ptr[r] == m; ++r) {
+        TB_T *restrict out = acc + r * acc_stride;
+        const int64_t t0 = ptr[r];
+        const void *x[TB_ROWS_PER_SUM];
+        TB_VEC wv[TB_ROWS_PER_SUM];
+        for (int64_t j = 0; j < m; ++j) {
+            /* Scalar arithmetic: vectorised, these eight multiplies of
+             * 64-bit integers cost more than the row's sums. */
+            int64_t at = src[t0 + j] * stride;
+            TB_IN_GPR(at);
+            x[j] = rows + at;
+            wv[j] = TB_V(set1)(w[t0 + j]);
+        }
+        if (last >= 0) {
+            int64_t k = 0;
+            for (; k + TB_LANES <= last; k += 2 * TB_LANES) {
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, k, 1, TB_ROWS_SAME);
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, k + TB_LANES, 1, TB_ROWS_SAME);
+            }
+            if (k <= last) {
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, k, 1, TB_ROWS_SAME);
+                k += TB_LANES;
+            }
+            if (k < n)
+                TB_TYPED(tb_sum_vec_)(out, x, wv, m, last, 1, TB_ROWS_SAME);
+            continue;
+        }
+        for (int64_t k = 0; k < n; ++k) {
+            TB_T a = (TB_T)0;
+            for (int64_t j = 0; j < m; ++j)
+                a = a + w[t0 + j] * ((const TB_T *)x[j])[k];
+            out[k] = a;
+        }
+    }
+    return r;
+}
+
+/* Rows r0 <= r < n_rows of acc, as tb_reduce_rows_body_ (below) computes
+ * them, as long as each has 3 to TB_ROWS_PER_SUM terms (rows of one or two
+ * take the plain axpy loops there); returns the first row that has not.
+ * Each run of rows with the same term count goes to its own copy of
+ * tb_cached_run_m_.  Not inlined: a function of its own keeps the row
+ * pointers and weights in registers, where the D pass's loops around it
+ * would take them. */
+TB_NOINLINE int64_t TB_TYPED(tb_cached_rows_)(TB_T *restrict acc, int64_t acc_stride,
+                                              const TB_T *rows, int64_t stride,
+                                              const int64_t *restrict ptr,
+                                              const int64_t *restrict src,
+                                              const TB_T *restrict w, int64_t r0,
+                                              int64_t n_rows, int64_t n)
+{
+#define TB_RUN(M) TB_TYPED(tb_cached_run_m_)(acc, acc_stride, rows, stride, ptr, src, w, r,  \
+                                             n_rows, (M), n)
+    int64_t r = r0;
+    while (r < n_rows) {
+        switch (ptr[r + 1] - ptr[r]) {
+        case 3: r = TB_RUN(3); break;
+        case 4: r = TB_RUN(4); break;
+        case 5: r = TB_RUN(5); break;
+        case 6: r = TB_RUN(6); break;
+        case 7: r = TB_RUN(7); break;
+        case 8: r = TB_RUN(8); break;
+        default: return r;
+        }
+    }
+    return r;
+#undef TB_RUN
+}
+#endif
+
 /*
  * Rows r < n_rows of acc (acc_stride apart): the sum over the terms
  * ptr[r] <= t < ptr[r+1] of w[t] * rows[src[t] * stride :], n elements,
  * TB_ROWS_PER_SUM terms per register sum.  One call covers a whole plane of
  * short rows.  Rows of the accumulation type read from cache (prefetch
  * clear) with one or two terms take the plain axpy loops, which have less to
- * set up per row.
+ * set up per row; on narrower vectors, those of 3 to TB_ROWS_PER_SUM terms
+ * take tb_cached_rows_.
  */
 TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
     TB_T *restrict acc, int64_t acc_stride, const void *rows, int64_t stride,
@@ -233,6 +325,13 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
                                 (const TB_T *)rows + src[t0 + 1] * stride, n, 1);
             continue;
         }
+#if defined(TB_LANES_f32) && !TB_HAVE_MASKS
+        if (kind == TB_ROWS_SAME && !prefetch && t1 - t0 > 2 && t1 - t0 <= TB_ROWS_PER_SUM) {
+            r = TB_TYPED(tb_cached_rows_)(acc, acc_stride, (const TB_T *)rows, stride, ptr, src,
+                                          w, r, n_rows, n) - 1;
+            continue;
+        }
+#endif
         for (int64_t t = t0; t < t1;) {
             const int64_t m = t1 - t < TB_ROWS_PER_SUM ? t1 - t : TB_ROWS_PER_SUM;
             for (int64_t j = 0; j < m; ++j)
@@ -243,16 +342,28 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
     }
 }
 
-/* Rows of the accumulation type itself. */
-static inline void TB_TYPED(tb_reduce_rows_)(TB_T *restrict acc, int64_t acc_stride,
-                                             const TB_T *rows, int64_t stride,
-                                             const int64_t *restrict ptr,
-                                             const int64_t *restrict src,
-                                             const TB_T *restrict w, int64_t n_rows, int64_t n,
-                                             int prefetch)
+/* Rows of the accumulation type itself, over the terms of ptr, src and w. */
+static inline void TB_TYPED(tb_reduce_terms_)(TB_T *restrict acc, int64_t acc_stride,
+                                              const TB_T *rows, int64_t stride,
+                                              const int64_t *restrict ptr,
+                                              const int64_t *restrict src,
+                                              const TB_T *restrict w, int64_t n_rows, int64_t n,
+                                              int prefetch)
 {
     TB_TYPED(tb_reduce_rows_body_)(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n,
                                    prefetch, TB_ROWS_SAME);
+}
+
+/* The same, rows r < n_rows of acc (acc_stride apart) being target points
+ * first + r of axis `ax`: each the sum over its terms t of
+ * weight[t] * rows[src[t] * stride :]. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_)(TB_T *restrict acc, int64_t acc_stride,
+                                                const TB_T *rows, int64_t stride,
+                                                const tb_axis *ax, int64_t first,
+                                                int64_t n_rows, int64_t n, int prefetch)
+{
+    TB_TYPED(tb_reduce_terms_)(acc, acc_stride, rows, stride, ax->ptr + first, ax->src,
+                               (const TB_T *)ax->weight, n_rows, n, prefetch);
 }
 
 #if defined(TB_LANES_f32)

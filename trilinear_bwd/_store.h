@@ -2,9 +2,9 @@
  * Streaming (non-temporal) stores for large outputs.
  *
  * An ordinary store first reads the destination line into the cache (a
- * "read for ownership"), so writing a large grad_input that is not in cache
+ * "read for ownership"), so writing a large target that is not in cache
  * costs twice its size in memory traffic.  Non-temporal stores skip that
- * read; the kernel uses them when grad_input is much larger than the caches
+ * read; the kernel uses them when the target is much larger than the caches
  * would keep anyway (decided at phase one), and fences each plane so the
  * data is globally visible before the threads join.  On other processors
  * the functions fall back to plain copies.

@@ -9,7 +9,7 @@
  * tails), each vector of out[i] is summed over all of i's terms in a
  * register and stored once; with `stream` set and out 16-byte aligned, with
  * non-temporal stores straight from the register, so that writing a large
- * grad_input overlaps the arithmetic instead of following each row as a
+ * target overlaps the arithmetic instead of following each row as a
  * copy.  Channel counts that the streaming stores cannot cover in aligned
  * 16-byte pieces ignore `stream`.  This is written with intrinsics because,
  * left to itself, GCC fully unrolls the channel loop of the common counts
@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "_kernel_plan.h"
 #include "_portable.h"
 #include "_simd.h"
 

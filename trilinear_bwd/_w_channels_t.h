@@ -9,10 +9,10 @@
 static inline void TB_TYPED(tb_w_channels_scalar_)(TB_T *restrict out, const TB_T *restrict row,
                                                    const int64_t *restrict ptr,
                                                    const int64_t *restrict src,
-                                                   const TB_T *restrict w, int64_t n_in,
+                                                   const TB_T *restrict w, int64_t n_target,
                                                    int64_t v)
 {
-    for (int64_t i = 0; i < n_in; ++i) {
+    for (int64_t i = 0; i < n_target; ++i) {
         TB_T *restrict acc = out + i * v;
         for (int64_t k = 0; k < v; ++k)
             acc[k] = (TB_T)0;
@@ -49,13 +49,13 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_store_)(TB_T *p, TB_VEC a, int64_t 
 TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_fixed_)(TB_T *restrict out, const TB_T *restrict row,
                                                      const int64_t *restrict ptr,
                                                      const int64_t *restrict src,
-                                                     const TB_T *restrict w, int64_t n_in,
+                                                     const TB_T *restrict w, int64_t n_target,
                                                      int64_t v, int stream)
 {
     enum { NV = 64 / TB_LANES };
     const int64_t nv = (v + TB_LANES - 1) / TB_LANES;
     const int64_t left = v % TB_LANES;
-    for (int64_t i = 0; i < n_in; ++i) {
+    for (int64_t i = 0; i < n_target; ++i) {
         TB_VEC acc[NV];
         for (int64_t j = 0; j < nv; ++j)
             acc[j] = TB_V(zero)();
@@ -79,10 +79,10 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_vector_)(TB_T *restrict out,
                                                       const TB_T *restrict row,
                                                       const int64_t *restrict ptr,
                                                       const int64_t *restrict src,
-                                                      const TB_T *restrict w, int64_t n_in,
+                                                      const TB_T *restrict w, int64_t n_target,
                                                       int64_t v, int stream)
 {
-    for (int64_t i = 0; i < n_in; ++i) {
+    for (int64_t i = 0; i < n_target; ++i) {
         const int64_t t0 = ptr[i], t1 = ptr[i + 1];
         for (int64_t k = 0; k < v; k += TB_LANES) {
             const int64_t left = v - k < TB_LANES ? v - k : 0;
@@ -105,12 +105,12 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_vector_)(TB_T *restrict out,
 TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_two_)(TB_T *restrict out, const TB_T *restrict row,
                                                    const int64_t *restrict ptr,
                                                    const int64_t *restrict src,
-                                                   const TB_T *restrict w, int64_t n_in,
+                                                   const TB_T *restrict w, int64_t n_target,
                                                    int64_t v, int stream)
 {
     const int64_t nv = (v + TB_LANES - 1) / TB_LANES;
     const int64_t left = v % TB_LANES;
-    for (int64_t i = 0; i < n_in; ++i) {
+    for (int64_t i = 0; i < n_target; ++i) {
         const int64_t t = ptr[i];
         const TB_VEC w0 = TB_V(set1)(w[t]), w1 = TB_V(set1)(w[t + 1]);
         int64_t s0 = src[t], s1 = src[t + 1];
@@ -138,22 +138,22 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_rows_)(TB_T *restrict out, int64_t 
                                                     const TB_T *restrict row, int64_t row_stride,
                                                     int64_t n_rows, const int64_t *restrict ptr,
                                                     const int64_t *restrict src,
-                                                    const TB_T *restrict w, int64_t n_in,
+                                                    const TB_T *restrict w, int64_t n_target,
                                                     int64_t terms, int64_t v, int stream)
 {
     int64_t r;
     if (terms == 2 && stream) {
         for (r = 0; r < n_rows; ++r)
             TB_TYPED(tb_w_channels_two_)(out + r * out_stride, row + r * row_stride, ptr, src, w,
-                                         n_in, v, 1);
+                                         n_target, v, 1);
     } else if (terms == 2) {
         for (r = 0; r < n_rows; ++r)
             TB_TYPED(tb_w_channels_two_)(out + r * out_stride, row + r * row_stride, ptr, src, w,
-                                         n_in, v, 0);
+                                         n_target, v, 0);
     } else {
         for (r = 0; r < n_rows; ++r)
             TB_TYPED(tb_w_channels_fixed_)(out + r * out_stride, row + r * row_stride, ptr, src,
-                                           w, n_in, v, stream);
+                                           w, n_target, v, stream);
     }
 }
 
@@ -200,7 +200,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_hw_two_)(TB_T *restrict out, int64_t out_strid
                                            const TB_T *restrict h_w,
                                            const int64_t *restrict ptr,
                                            const int64_t *restrict src,
-                                           const TB_T *restrict w, int64_t n_in, int64_t v,
+                                           const TB_T *restrict w, int64_t n_target, int64_t v,
                                            int stream)
 {
     enum { NV = 4 };
@@ -213,7 +213,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_hw_two_)(TB_T *restrict out, int64_t out_strid
         TB_T *o = out + r * out_stride;
         TB_VEC p0[NV], p1[NV];
         int64_t c0 = -1, c1 = -1;   /* the source points p0 and p1 hold */
-        for (int64_t i = 0; i < n_in; ++i) {
+        for (int64_t i = 0; i < n_target; ++i) {
             const int64_t t = ptr[i];
             int64_t s0 = src[t], s1 = src[t + 1];
             TB_IN_GPR(s0);
@@ -245,27 +245,27 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_hw_two_)(TB_T *restrict out, int64_t out_strid
  * function, its copies cost the channels-first path registers. */
 TB_NOINLINE int TB_TYPED(tb_hw_channels_)(TB_T *restrict out, int64_t out_stride,
                                             const TB_T *restrict rows, int64_t row_stride,
-                                            int64_t n_rows, const int64_t *restrict h_ptr,
-                                            const int64_t *restrict h_src,
-                                            const TB_T *restrict h_w, int64_t h_terms,
-                                            const int64_t *restrict ptr,
-                                            const int64_t *restrict src,
-                                            const TB_T *restrict w, int64_t n_in,
-                                            int64_t terms, int64_t v, int stream)
+                                            int64_t n_rows, const tb_axis *ax_h,
+                                            const tb_axis *ax_w, int64_t v, int stream)
 {
 #if defined(TB_LANES_f32)
+    const int64_t *restrict h_ptr = ax_h->ptr, *restrict h_src = ax_h->src;
+    const TB_T *restrict h_w = (const TB_T *)ax_h->weight;
+    const int64_t *restrict ptr = ax_w->ptr, *restrict src = ax_w->src;
+    const TB_T *restrict w = (const TB_T *)ax_w->weight;
+    const int64_t n_target = ax_w->n_target;
 #define TB_HW_CASE(V)                                                                         \
     case V:                                                                                   \
         if ((V + TB_LANES - 1) / TB_LANES > 4)                                                \
             return 0;                                                                         \
         if (stream)                                                                           \
             TB_TYPED(tb_hw_two_)(out, out_stride, rows, row_stride, n_rows, h_ptr, h_src,     \
-                                 h_w, ptr, src, w, n_in, V, 1);                               \
+                                 h_w, ptr, src, w, n_target, V, 1);                           \
         else                                                                                  \
             TB_TYPED(tb_hw_two_)(out, out_stride, rows, row_stride, n_rows, h_ptr, h_src,     \
-                                 h_w, ptr, src, w, n_in, V, 0);                               \
+                                 h_w, ptr, src, w, n_target, V, 0);                           \
         return 1;
-    if (h_terms != 2 || terms != 2)
+    if (ax_h->terms != 2 || ax_w->terms != 2)
         return 0;
     /* Streamed pieces are 16 bytes, each aligned, in every row (as below). */
     stream = stream && ((uintptr_t)out & 15) == 0 && (v * sizeof(TB_T)) % 16 == 0
@@ -278,9 +278,8 @@ TB_NOINLINE int TB_TYPED(tb_hw_channels_)(TB_T *restrict out, int64_t out_stride
     }
 #undef TB_HW_CASE
 #endif
-    (void)out, (void)out_stride, (void)rows, (void)row_stride, (void)n_rows, (void)h_ptr;
-    (void)h_src, (void)h_w, (void)h_terms, (void)ptr, (void)src, (void)w, (void)n_in;
-    (void)terms, (void)v, (void)stream;
+    (void)out, (void)out_stride, (void)rows, (void)row_stride, (void)n_rows, (void)ax_h;
+    (void)ax_w, (void)v, (void)stream;
     return 0;
 }
 
@@ -288,12 +287,12 @@ TB_NOINLINE int TB_TYPED(tb_hw_channels_)(TB_T *restrict out, int64_t out_stride
  * `out_stride` apart (one call for a whole small plane saves a call and the
  * switch per row); the common channel counts get a copy with v known to the
  * compiler. */
-static inline void TB_TYPED(tb_w_channels_)(TB_T *restrict out, int64_t out_stride,
-                                            const TB_T *restrict row, int64_t row_stride,
-                                            int64_t n_rows, const int64_t *restrict ptr,
-                                            const int64_t *restrict src,
-                                            const TB_T *restrict w, int64_t n_in,
-                                            int64_t terms, int64_t v, int stream)
+static inline void TB_TYPED(tb_w_channels_terms_)(TB_T *restrict out, int64_t out_stride,
+                                                  const TB_T *restrict row, int64_t row_stride,
+                                                  int64_t n_rows, const int64_t *restrict ptr,
+                                                  const int64_t *restrict src,
+                                                  const TB_T *restrict w, int64_t n_target,
+                                                  int64_t terms, int64_t v, int stream)
 {
     int64_t r;
 #if defined(TB_LANES_f32)
@@ -302,18 +301,18 @@ static inline void TB_TYPED(tb_w_channels_)(TB_T *restrict out, int64_t out_stri
              && (n_rows == 1 || (out_stride * sizeof(TB_T)) % 16 == 0);
     switch (v) {
     case 8: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
-                                          n_in, terms, 8, stream); return;
+                                          n_target, terms, 8, stream); return;
     case 16: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
-                                           n_in, terms, 16, stream); return;
+                                           n_target, terms, 16, stream); return;
     case 32: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
-                                           n_in, terms, 32, stream); return;
+                                           n_target, terms, 32, stream); return;
     case 64: TB_TYPED(tb_w_channels_rows_)(out, out_stride, row, row_stride, n_rows, ptr, src, w,
-                                           n_in, terms, 64, stream); return;
+                                           n_target, terms, 64, stream); return;
     }
     if (TB_HAVE_MASKS || v % TB_LANES == 0) {
         for (r = 0; r < n_rows; ++r)
             TB_TYPED(tb_w_channels_vector_)(out + r * out_stride, row + r * row_stride, ptr, src,
-                                            w, n_in, v, stream);
+                                            w, n_target, v, stream);
         return;
     }
 #endif
@@ -322,7 +321,18 @@ static inline void TB_TYPED(tb_w_channels_)(TB_T *restrict out, int64_t out_stri
     (void)terms;
     for (r = 0; r < n_rows; ++r)
         TB_TYPED(tb_w_channels_scalar_)(out + r * out_stride, row + r * row_stride, ptr, src, w,
-                                        n_in, v);
+                                        n_target, v);
+}
+
+/* The same for axis `ax`. */
+TB_ALWAYS_INLINE void TB_TYPED(tb_w_channels_)(TB_T *restrict out, int64_t out_stride,
+                                               const TB_T *restrict row, int64_t row_stride,
+                                               int64_t n_rows, const tb_axis *ax, int64_t v,
+                                               int stream)
+{
+    TB_TYPED(tb_w_channels_terms_)(out, out_stride, row, row_stride, n_rows, ax->ptr, ax->src,
+                                   (const TB_T *)ax->weight, ax->n_target, ax->terms, v,
+                                   stream);
 }
 
 #if defined(TB_LANES_f32)

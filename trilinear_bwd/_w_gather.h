@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "_constants.h"
+#include "_kernel_plan.h"
 #include "_portable.h"
 #include "_convert.h"
 #include "_simd.h"
@@ -126,8 +127,14 @@ TB_ALWAYS_INLINE void tb_out16(void *out, int64_t i, __m512 a, int64_t n_valid, 
 #define TB_STREAM8(p, a) (_mm_stream_ps((p), _mm256_castps256_ps128(a)),                \
                           _mm_stream_ps((p) + 4, _mm256_extractf128_ps((a), 1)))
 
+/* `stream` of a call whose every float32 row starts 16-byte aligned (the
+ * AVX2 gather checks the rows once): every block's streaming store is
+ * aligned, with no test per row. */
+#define TB_STREAM_ALIGNED 2
+
 /* 8 lanes to out at element i, the first n_valid of them (8: all; fewer
- * only where AVX-512 masks exist). */
+ * only where AVX-512 masks exist); streamed where `stream` is set and the
+ * 8 are 16-byte aligned. */
 TB_ALWAYS_INLINE void tb_out8(void *out, int64_t i, __m256 a, int64_t n_valid, int stream,
                               int kind)
 {
@@ -140,7 +147,11 @@ TB_ALWAYS_INLINE void tb_out8(void *out, int64_t i, __m256 a, int64_t n_valid, i
     (void)n_valid;
     if (kind == TB_OUT_F32) {
         float *dst = (float *)out + i;
+#if defined(__AVX512F__)
         if (stream && ((uintptr_t)dst & 15) == 0)
+#else
+        if (stream && (stream == TB_STREAM_ALIGNED || ((uintptr_t)dst & 15) == 0))
+#endif
             TB_STREAM8(dst, a);
         else
             _mm256_storeu_ps(dst, a);
@@ -206,29 +217,28 @@ TB_ALWAYS_INLINE __m256 tb_read_third8(const float *p)
     return _mm256_permutevar8x32_ps(abc, _mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5));
 }
 
-/* The rows of one block whose every term reads 3 apart or is padding alone,
- * which adds w * 0 as the sentinel's zeros would: one loop with nothing
- * else to choose, the weights in registers. */
+/* The rows of one block whose first n_terms terms read 8 real elements 3
+ * apart and whose others are padding alone (each adds w * 0 = +0 to a sum
+ * that starts from +0 and so is never -0: left out, the same bits): one
+ * loop with nothing else to choose, the weights and window offsets in
+ * registers. */
 TB_ALWAYS_INLINE void tb_third_rows_body(void *out, int64_t out_stride,
                                          const float *restrict rows, int64_t row_stride,
                                          int64_t n_rows, const float *restrict w,
-                                         const int32_t *restrict r,
                                          const int32_t *restrict win, int64_t i,
-                                         int64_t n_valid, int64_t width, int stream, int kind)
+                                         int64_t n_valid, int64_t n_terms, int stream, int kind)
 {
-    __m256 wk[TB_ROWS_MAX_WIDTH], zk[TB_ROWS_MAX_WIDTH];
-    int pad[TB_ROWS_MAX_WIDTH];
-    for (int64_t k = 0; k < width; ++k) {
+    __m256 wk[TB_ROWS_MAX_WIDTH];
+    int64_t at[TB_ROWS_MAX_WIDTH];
+    for (int64_t k = 0; k < n_terms; ++k) {
         wk[k] = _mm256_loadu_ps(w + 8 * k);
-        zk[k] = _mm256_mul_ps(wk[k], _mm256_setzero_ps());
-        pad[k] = r[8 * k] < 0;
+        at[k] = win[k];
     }
     for (int64_t y = 0; y < n_rows; ++y) {
         const float *row = rows + y * row_stride;
         __m256 acc = _mm256_setzero_ps();
-        for (int64_t k = 0; k < width; ++k)
-            acc = _mm256_add_ps(acc, pad[k] ? zk[k]
-                                            : _mm256_mul_ps(wk[k], tb_read_third8(row + win[k])));
+        for (int64_t k = 0; k < n_terms; ++k)
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(wk[k], tb_read_third8(row + at[k])));
         tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
     }
 }
@@ -324,6 +334,88 @@ TB_ALWAYS_INLINE __m256 tb_term8_read(const tb_term8 *t, const float *restrict r
                              _mm256_castsi256_ps(_mm256_slli_epi32(t->idx, 27)));
     return _mm256_and_ps(x, t->valid);
 }
+
+#if !defined(__AVX512F__)
+/*
+ * AVX2: the rows of one block whose n_terms terms (set up in t) all read
+ * within `span` elements of their windows (16: TB_WINDOW8 and TB_WINDOW16
+ * terms; 24: TB_WINDOW24 ones too; 0: every other element, `even_at`), one
+ * loop with nothing to choose per term.  A term is read as tb_term8_read
+ * reads the widest mode: a narrower term's lanes take the same element
+ * from the first window (its offsets are below 8, or below 16), and a
+ * lane of padding is zeroed as before, so the same bits.  Where span is 0,
+ * each term is tb_read_even8's two loads, shuffle and permute (2x
+ * upsampling; a term of padding alone reads the sentinel's zeros).
+ */
+TB_ALWAYS_INLINE void tb_span_rows_body(void *out, int64_t out_stride,
+                                        const float *restrict rows, int64_t row_stride,
+                                        int64_t n_rows, const tb_term8 *t, int64_t n_terms,
+                                        int span, int64_t i, int64_t n_valid, int stream,
+                                        int kind)
+{
+    for (int64_t y = 0; y < n_rows; ++y) {
+        const float *row = rows + y * row_stride;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t k = 0; k < n_terms; ++k) {
+            __m256 x;
+            if (span == 0) {
+                x = tb_read_even8(row + t[k].even_at);
+            } else {
+                const float *p = row + t[k].at;
+                x = _mm256_blendv_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(p), t[k].idx),
+                                     _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + 8), t[k].idx),
+                                     t[k].upper);
+                if (span == 24)
+                    x = _mm256_blendv_ps(
+                        x, _mm256_permutevar8x32_ps(_mm256_loadu_ps(p + 16), t[k].idx),
+                        _mm256_castsi256_ps(_mm256_slli_epi32(t[k].idx, 27)));
+                x = _mm256_and_ps(x, t[k].valid);
+            }
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w, x));
+        }
+        tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
+    }
+}
+
+/* Whether the last of a block's `width` terms is padding for all 8 points:
+ * it adds w * 0 = +0 to sums that start from +0 and so are never -0, which
+ * changes nothing; the loops above leave it out. */
+TB_ALWAYS_INLINE int tb_last_is_padding(const int32_t *restrict r, int64_t width)
+{
+    const __m256i last = _mm256_loadu_si256((const __m256i *)(r + 8 * (width - 1)));
+    return _mm256_movemask_ps(_mm256_castsi256_ps(
+               _mm256_cmpgt_epi32(last, _mm256_set1_epi32(-1)))) == 0;
+}
+
+/* tb_span_rows_body with the block's width, or one term fewer where the
+ * last is padding alone, each count and span known to the compiler. */
+#define TB_SPAN_ROWS(N, SPAN)                                                                \
+    tb_span_rows_body(out, out_stride, rows, row_stride, n_rows, t, (N), (SPAN), i, n_valid, \
+                      stream, kind)
+TB_ALWAYS_INLINE void tb_span_rows(void *out, int64_t out_stride, const float *restrict rows,
+                                   int64_t row_stride, int64_t n_rows, const tb_term8 *t,
+                                   int64_t width, int last_padding, int span, int64_t i,
+                                   int64_t n_valid, int stream, int kind)
+{
+    const int64_t n = last_padding && width > 1 ? width - 1 : width;
+    if (n == width) {
+        if (span == 0)
+            TB_SPAN_ROWS(width, 0);
+        else if (span == 16)
+            TB_SPAN_ROWS(width, 16);
+        else
+            TB_SPAN_ROWS(width, 24);
+    } else {
+        if (span == 0)
+            TB_SPAN_ROWS(width - 1, 0);
+        else if (span == 16)
+            TB_SPAN_ROWS(width - 1, 16);
+        else
+            TB_SPAN_ROWS(width - 1, 24);
+    }
+}
+#undef TB_SPAN_ROWS
+#endif
 
 #endif
 
@@ -449,6 +541,11 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
     const int64_t end8 = n;
 #elif defined(__AVX2__)
     const int64_t end8 = n - n % 8;
+    /* Blocks start 32 bytes apart: where every row starts 16-byte aligned,
+     * so does every block. */
+    if (stream && kind == TB_OUT_F32 && ((uintptr_t)out & 15) == 0
+        && (n_rows == 1 || (out_stride * (int64_t)sizeof(float)) % 16 == 0))
+        stream = TB_STREAM_ALIGNED;
 #endif
 #if defined(__AVX2__)
     for (; i < end8; i += 8) {
@@ -461,9 +558,21 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
         /* Only in the copy for TB_W_STRIDE3_WIDTH (a compile-time constant
          * here), so that the other widths' copies keep their code. */
         if (hoist && width == TB_W_STRIDE3_WIDTH && block_window[b] == TB_W_STRIDE3) {
-            tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, r, win, i, n_valid,
-                               width, stream, kind);
-            continue;
+            /* Its real terms first, then at most one of padding alone (3x
+             * upsampling's tables); any other order takes the loops below. */
+            int64_t real = 0;
+            while (real < width && r[8 * real] >= 0)
+                ++real;
+            if (real == width) {
+                tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, win, i,
+                                   n_valid, width, stream, kind);
+                continue;
+            }
+            if (real == width - 1) {
+                tb_third_rows_body(out, out_stride, rows, row_stride, n_rows, w, win, i,
+                                   n_valid, width - 1, stream, kind);
+                continue;
+            }
         }
         if (hoist && block_window[b] >= 0) {
             tb_shared_rows_body(out, out_stride, rows, row_stride, n_rows, w, r, block_window[b],
@@ -473,34 +582,35 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
 #endif
         if (hoist) {
             tb_term8 t[TB_ROWS_MAX_WIDTH];
-            int even = 1, w24 = 0;
+            int even = 1, w24 = 0, span = 16;
             for (int64_t k = 0; k < width; ++k) {
                 t[k] = tb_term8_setup(w, s, r, win, m, block_window[b], k);
 #if !defined(__AVX512F__)
                 even = even && t[k].even_at >= 0;
+                if (t[k].mode == TB_GATHER)
+                    span = 32;
+                else if (t[k].mode == TB_WINDOW24 && span < 24)
+                    span = 24;
 #endif
             }
 #if !defined(__AVX512F__)
-            /* Every term reads every other element (2x upsampling): one
-             * loop with nothing else to choose, the weights and window
-             * offsets in registers. */
-            if (even) {
-                for (int64_t y = 0; y < n_rows; ++y) {
-                    const float *row = rows + y * row_stride;
-                    __m256 acc = _mm256_setzero_ps();
-                    for (int64_t k = 0; k < width; ++k)
-                        acc = _mm256_add_ps(acc, _mm256_mul_ps(t[k].w,
-                                                               tb_read_even8(row + t[k].even_at)));
-                    tb_out8(out, y * out_stride + i, acc, n_valid, stream, kind);
-                }
+            /* Every term reads every other element (2x upsampling), or
+             * every one within 16 or 24 elements of its window: one loop
+             * with nothing else to choose, the weights and window offsets
+             * in registers, a last term of padding alone left out. */
+            if (even || span < 32) {
+                tb_span_rows(out, out_stride, rows, row_stride, n_rows, t, width,
+                             tb_last_is_padding(r, width), even ? 0 : span, i, n_valid, stream,
+                             kind);
                 continue;
             }
 #endif
             (void)even;
+            (void)span;
             (void)w24;
 #if !defined(__AVX512F__)
-            /* A copy of the loop below for blocks with a TB_WINDOW24 term,
-             * so that the others' loop keeps its code. */
+            /* A copy of the loop below for blocks with a TB_WINDOW24 term
+             * among gathers, so that the others' loop keeps its code. */
             for (int64_t k = 0; k < width; ++k)
                 w24 = w24 || t[k].mode == TB_WINDOW24;
             if (w24) {
@@ -563,13 +673,15 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
                             window, mode, block_window, n, K, stream, KIND, 1);             \
         return;
 #define TB_DEFINE_GATHER_ROWS(NAME, OUT_T, KIND)                                            \
-    static inline void NAME(OUT_T *restrict out, int64_t out_stride,                       \
-                            const float *restrict rows, int64_t row_stride, int64_t n_rows, \
-                            const float *restrict weight, const int32_t *restrict src,      \
-                            const int32_t *restrict rel, const int32_t *restrict window,    \
-                            const int8_t *restrict mode,                                    \
-                            const int32_t *restrict block_window, int64_t n, int64_t width, \
-                            int stream)                                                     \
+    static inline void NAME##_terms(OUT_T *restrict out, int64_t out_stride,               \
+                                    const float *restrict rows, int64_t row_stride,         \
+                                    int64_t n_rows, const float *restrict weight,           \
+                                    const int32_t *restrict src,                            \
+                                    const int32_t *restrict rel,                            \
+                                    const int32_t *restrict window,                         \
+                                    const int8_t *restrict mode,                            \
+                                    const int32_t *restrict block_window, int64_t n,        \
+                                    int64_t width, int stream)                              \
     {                                                                                       \
         switch (width) {                                                                    \
         TB_GATHER_ROWS_CASE(1, KIND)                                                        \
@@ -584,6 +696,15 @@ TB_ALWAYS_INLINE void tb_gather_rows_body(void *out, int64_t out_stride,
             tb_gather_rows_body(out, out_stride, rows, row_stride, n_rows, weight, src,     \
                                 rel, window, mode, block_window, n, width, stream, KIND, 0);\
         }                                                                                   \
+    }                                                                                       \
+    TB_ALWAYS_INLINE void NAME(OUT_T *restrict out, int64_t out_stride,                    \
+                               const float *restrict rows, int64_t row_stride,              \
+                               int64_t n_rows, const tb_axis *ax, int stream)               \
+    {                                                                                       \
+        NAME##_terms(out, out_stride, rows, row_stride, n_rows,                             \
+                     (const float *)ax->padded_weight, ax->padded_src, ax->padded_rel,      \
+                     ax->window, ax->mode, ax->block_window, ax->n_target, ax->width,       \
+                     stream);                                                               \
     }
 
 TB_DEFINE_GATHER_ROWS(tb_gather_rows_f32, float, TB_OUT_F32)
@@ -591,9 +712,10 @@ TB_DEFINE_GATHER_ROWS(tb_gather_rows_f16, uint16_t, TB_OUT_F16)
 TB_DEFINE_GATHER_ROWS(tb_gather_rows_bf16, uint16_t, TB_OUT_BF16)
 
 /* float64 rows: a gather per k (8 doubles per block). */
-static inline void tb_gather_f64(double *restrict out, const double *restrict row,
-                                 const double *restrict weight, const int32_t *restrict src,
-                                 int64_t n, int64_t width, int stream)
+static inline void tb_gather_f64_terms(double *restrict out, const double *restrict row,
+                                       const double *restrict weight,
+                                       const int32_t *restrict src, int64_t n, int64_t width,
+                                       int stream)
 {
     int64_t i = 0;
 #if defined(__AVX512F__)
@@ -645,6 +767,13 @@ static inline void tb_gather_f64(double *restrict out, const double *restrict ro
             acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
         out[i] = acc;
     }
+}
+
+TB_ALWAYS_INLINE void tb_gather_f64(double *restrict out, const double *restrict row,
+                                    const tb_axis *ax, int stream)
+{
+    tb_gather_f64_terms(out, row, (const double *)ax->padded_weight, ax->padded_src,
+                        ax->n_target, ax->width, stream);
 }
 
 #endif
