@@ -43,7 +43,11 @@ from trilinear_bwd._arrays import data_address
 from trilinear_bwd._operator import BACKWARD, FORWARD, check
 from trilinear_bwd._plan import make_plan
 import trilinear_bwd as tb
-from trilinear_bwd.bench import _dtype, _empty, _layout
+from trilinear_bwd.bench import _empty, _layout
+try:                                    # a build of any age
+    from trilinear_bwd._arrays import numpy_dtype as _dtype
+except ImportError:
+    from trilinear_bwd.bench import _dtype
 cases, variant, forward = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 module = _dispatch.kernel_module(variant)
 for name, (n, c), ins, outs, layout, dtype in cases:

@@ -48,7 +48,11 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import trilinear_bwd as tb
 from trilinear_bwd import _dispatch
-from trilinear_bwd.bench import _dtype, _empty, _layout
+from trilinear_bwd.bench import _empty, _layout
+try:                                    # a build of any age
+    from trilinear_bwd._arrays import numpy_dtype as _dtype
+except ImportError:
+    from trilinear_bwd.bench import _dtype
 cases, threads, forward = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 runs = []
 for name, (n, c), ins, outs, layout, dtype in cases:
