@@ -2,7 +2,7 @@
 
 A fresh result of tens of megabytes costs more to fault in than the kernel
 costs to compute: the operating system maps and zeroes each page on its first
-write (``docs/performance.md``, "Fresh results").  The NumPy results the
+write (``docs/performance.md``, "Large results and the memory pool").  The NumPy results the
 library allocates (the one call without ``out``, ``trilinear_bwd.dask``'s
 blocks on the local schedulers; a ``dask.distributed`` worker's come from
 ``np.empty``, memory Dask can see and free) come from here instead of

@@ -63,9 +63,9 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
  * hundred cycles later, from L2 as fast as the loads need them, while asked
  * into L1 they would evict the plane of sums (16 KiB for 64 x 64) that the
  * H and W passes work on there -- above all the next item's request, made
- * just before those passes (docs/performance.md, "Prefetches into L2"). */
+ * just before those passes (benchmarks/NOTES.md, "Prefetches into L2"). */
 #define TB_PF_HINT _MM_HINT_T1
-/* Two exceptions, each chosen by timing both hints (docs/performance.md,
+/* Two exceptions, each chosen by timing both hints (benchmarks/NOTES.md,
  * "Per-vector prefetches into L1 on narrower vectors").  One prefetch per
  * vector on narrower vectors (AVX2 and SSE2 over float32 and float64 rows,
  * _row_sums_t.h) asks for L1. */
@@ -77,7 +77,7 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 /* And with AVX-512 a next item whose whole request is at most this many
  * bytes (a forward's two planes of a small source) asks for L1: it evicts
  * little of the plane the H and W passes work on, and its short D pass then
- * starts from L1.  AVX2 keeps L2 for it (the same performance.md section). */
+ * starts from L1.  AVX2 keeps L2 for it (the same section of the notes). */
 #define TB_PF_NEXT_ITEM_L1 4096
 
 /* The row sums for each accumulation type (the C template _row_sums_t.h). */

@@ -135,7 +135,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
          * not asked for again, and one a line left the sweep as slow as
          * none.  float32 rows keep one prefetch per vector, which timed
          * faster than one a line despite more instructions
-         * (docs/performance.md, "16-bit rows: two prefetches a line"). */
+         * (benchmarks/NOTES.md, "16-bit rows: two prefetches a line"). */
         const int64_t per_prefetch = TB_PF_BYTES_16 / (TB_LANES * elem);
         if (prefetch && per_prefetch > 1 && kind != TB_ROWS_SAME) {
             if (n >= 8 * TB_LANES) {

@@ -6,7 +6,7 @@ axis in chunks of :data:`CHUNK` points (or padded entries), whose
 temporaries stay in cache, and PyTorch's own coordinates are computed only
 where they can change the result (:func:`near_integer_bound`), so that
 planning an axis of 2**20 points costs a few times PyTorch's first call of
-it (docs/performance.md, "Planning").  Tables are cached by bytes
+it (docs/performance.md, "Cold planning").  Tables are cached by bytes
 (:data:`CACHE_BYTES`), and a block of a larger call (``trilinear_bwd.dask``)
 cuts its table from the whole axis's terms (:class:`AxisTerms`) instead of
 rebuilding the axis.
