@@ -53,15 +53,21 @@ def _recording():
     return torch.compiler.is_compiling() or _is_tracing()
 
 
+def _plain(tensor):
+    """True if ``tensor`` and the modes in effect leave the dispatcher nothing to do.
+
+    The caller has ruled out a tracer, a compiler and a functorch transform.
+    """
+    return (type(tensor) in _PLAIN_TYPES and _dispatch_keys(tensor) == _PLAIN_KEYS
+            and not _key_included(DispatchKey.Python) and not _function_mode_on())
+
+
 def _straight(tensor):
     """True if the dispatcher would hand ``tensor`` to the CPU kernel unchanged."""
     # The compiler's test first: dynamo reads it as True and traces none of the
     # rest.  (Written out, not through _recording: it runs on every call.)
     return (not torch.compiler.is_compiling() and not _is_tracing()
-            and not torch._C._are_functorch_transforms_active()
-            and type(tensor) in _PLAIN_TYPES and _dispatch_keys(tensor) == _PLAIN_KEYS
-            and not _key_included(DispatchKey.Python)
-            and not _function_mode_on())
+            and not torch._C._are_functorch_transforms_active() and _plain(tensor))
 
 
 def _scripted_arguments(x: torch.Tensor, size: Optional[Union[int, List[int]]],
@@ -173,8 +179,9 @@ def upsample_trilinear3d(x: torch.Tensor, size: Optional[Union[int, List[int]]] 
     if not ((x.requires_grad and torch.is_grad_enabled()) or is_dual(x)
             or torch._C._are_functorch_transforms_active()):
         # Nothing to differentiate: the kernel alone, or the operator (the
-        # autograd Function would cost more than a small call's kernel).
-        if _straight(x):
+        # autograd Function would cost more than a small call's kernel).  No
+        # tracer, compiler or transform: _straight's first tests were made.
+        if _plain(x):
             return _forward_kernel(x, output_size, align_corners, *scales)
         return forward_op(x, output_size, align_corners, *scales)
     return _apply(UpsampleTrilinear3d, x, output_size, align_corners, scales)
