@@ -56,8 +56,9 @@ import numpy as np
 cdef extern from *:
     """
     /* Scratch builds for the pass-by-pass breakdown (benchmarks/NOTES.md,
-     * "Where an AVX2 core's time goes"; benchmarks/avx2_passes.sh) compile with -DTB_STOP_AFTER=1 (D only) or
-     * 2 (D and H): the item stops there.  0, the default, is the kernel. */
+     * "Where an AVX2 core's time goes"; benchmarks/avx2_passes.sh) compile
+     * with -DTB_STOP_AFTER=1 (D only) or 2 (D and H): the item stops there.
+     * 0, the default, is the kernel. */
     #ifndef TB_STOP_AFTER
     #define TB_STOP_AFTER 0
     #endif

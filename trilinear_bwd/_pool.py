@@ -2,14 +2,14 @@
 
 A fresh result of tens of megabytes costs more to fault in than the kernel
 costs to compute: the operating system maps and zeroes each page on its first
-write (``docs/performance.md``, "Large results and the memory pool").  The NumPy results the
-library allocates (the one call without ``out``, ``trilinear_bwd.dask``'s
-blocks on the local schedulers; a ``dask.distributed`` worker's come from
-``np.empty``, memory Dask can see and free) come from here instead of
-``np.empty``.  A block comes back to the pool only from the finalizer of
-the object that owns it, which runs when its result and every view of it
-(NumPy, DLPack, ``torch.from_numpy``) have died: nothing can reach a block
-when it is handed out again.  The next
+write (``docs/performance.md``, "Large results and the memory pool").  The
+NumPy results the library allocates (the one call without ``out``,
+``trilinear_bwd.dask``'s blocks on the local schedulers; a
+``dask.distributed`` worker's come from ``np.empty``, memory Dask can see
+and free) come from here instead of ``np.empty``.  A block comes back to
+the pool only from the finalizer of the object that owns it, which runs
+when its result and every view of it (NumPy, DLPack, ``torch.from_numpy``)
+have died: nothing can reach a block when it is handed out again.  The next
 result of the same size reuses it, already faulted in -- what PyTorch's
 caching allocators do for GPU memory.  Torch results are PyTorch's own
 (``torch.empty``): memory PyTorch frees cannot come back here.
