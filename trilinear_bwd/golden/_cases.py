@@ -402,7 +402,7 @@ def given_cases(op, input_size, output_size, dtypes=DTYPES, formats=("NCDHW",),
         ``scalesD, scalesH, scalesW`` as the CANN call takes them (<= 0: not
         given; CANN uses them only when all three are > 0).
     values : str
-        The input's law: a key of :data:`VALUE_LAWS` (``uniform`` [-5, 5],
+        The input's law: a key of ``golden._cases.VALUE_LAWS`` (``uniform`` [-5, 5],
         ``normal`` (0, 1), ``small`` [-0.001, 0.001], ``outliers``, or a
         special value ``nan``, ``inf``, ``-inf``, ``-inf,inf``).
     seed : int
