@@ -115,7 +115,13 @@ for so in "${extensions[@]}"; do
     echo "   $so: ASan + UBSan"
 done
 
-export LD_PRELOAD="$libasan"
+# libstdc++ right after the runtime: ASan looks up the real __cxa_throw when
+# it starts, and Python itself does not link libstdc++, so without it the
+# first C++ exception thrown by a library loaded later (libtorch's pybind11
+# iterators end with one: torch.jit graphs' nodes()) aborts the process in
+# ASan's interceptor ("CHECK failed ... real___cxa_throw").
+libstdcxx="$(readlink -f "$("$cc" -print-file-name=libstdc++.so.6)")"
+export LD_PRELOAD="$libasan:$libstdcxx"
 # allocator_may_return_null: the fuzz tests ask for absurd workspace sizes on
 # purpose, and must see malloc fail (-> 561000) rather than ASan abort.
 # PYTHONMALLOC=malloc: Python's own small blocks (a bytearray workspace, for
