@@ -21,6 +21,7 @@ import textwrap
 import threading
 
 import pytest
+from _hardening import forks_while_threads_allocate
 from conftest import sample
 
 import trilinear_bwd
@@ -189,6 +190,7 @@ _STRESS = textwrap.dedent("""
 """)
 
 
+@forks_while_threads_allocate
 def test_forks_under_load_every_child_runs_its_first_call():
     result = subprocess.run([sys.executable, "-c", _STRESS, "60"], capture_output=True,
                             text=True, timeout=240)

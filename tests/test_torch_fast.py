@@ -5,6 +5,7 @@ No timings here (docs/performance.md has them).
 """
 
 import os
+import signal
 import threading
 
 import pytest
@@ -15,6 +16,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
 from trilinear_bwd.torch import _cache, _dropin, _fast, _pytorch  # noqa: E402
+from _hardening import forks_while_threads_allocate  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 LAYOUTS = ["NCDHW", "NDHWC"]
@@ -361,6 +363,7 @@ def test_two_threads_running_one_geometry_get_its_bits(op):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("op", OPS)
+@forks_while_threads_allocate
 def test_a_child_forked_while_a_geometry_runs_gets_its_bits(op):
     """A fork copies the last hits and a geometry's own workspace, possibly marked in
     use by a thread the child does not have: the child's calls still get the bits."""
@@ -380,6 +383,7 @@ def test_a_child_forked_while_a_geometry_runs_gets_its_bits(op):
         for _ in range(8):
             pid = os.fork()
             if pid == 0:
+                signal.alarm(30)                       # a hung child fails, never hangs
                 ok = all(torch.equal(_call(op, t), want) for _ in range(20))
                 os._exit(0 if ok else 1)
             children.append(pid)
