@@ -76,10 +76,11 @@ def huge_pages(tensor):
     (still PyTorch's, resizable).  Without the hint (another system, THP
     off, a tensor smaller than two huge pages) nothing happens.
     """
-    nbytes = tensor.untyped_storage().nbytes()
+    storage = tensor.untyped_storage()
+    nbytes = storage.nbytes()
     if _madvise is None or nbytes < 2 * HUGE_PAGE:
         return tensor
-    address = tensor.untyped_storage().data_ptr()
+    address = storage.data_ptr()
     start = -(-address // HUGE_PAGE) * HUGE_PAGE
     stop = (address + nbytes) // HUGE_PAGE * HUGE_PAGE
     _madvise(start, stop - start, _MADV_HUGEPAGE)      # advice: its failure is no error
