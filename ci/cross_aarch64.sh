@@ -36,7 +36,7 @@ step() { echo "== $* ($((SECONDS - start_all)) s)"; }
 step "host tools: cross compiler, QEMU"
 need=()
 for pkg in gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu qemu-user; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep "install ok installed" >/dev/null || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}"
@@ -44,8 +44,8 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-aarch64-linux-gnu-gcc --version | head -n 1
-qemu-aarch64 --version | head -n 1
+aarch64-linux-gnu-gcc --version | sed -n 1p
+qemu-aarch64 --version | sed -n 1p
 
 # -- 2. arm64 sysroot from Debian's packages ---------------------------------
 step "arm64 sysroot: Debian's Python and its dependencies"
@@ -62,7 +62,7 @@ apt_arm64=(
 )
 apt-get "${apt_arm64[@]}" update -qq
 # Debian's default Python 3 (python3.11 on bookworm).
-pyname="$(apt-cache "${apt_arm64[@]}" depends python3 | grep -oE 'python3\.[0-9]+$' | head -n 1)"
+pyname="$(apt-cache "${apt_arm64[@]}" depends python3 | grep -oE 'python3\.[0-9]+$' | sed -n 1p)"
 pyver="${pyname#python}"
 [ -n "$pyver" ] || { echo "cannot tell Debian's Python version" >&2; exit 1; }
 # libstdc++6: NumPy's wheels link it; libgomp1: OpenMP.

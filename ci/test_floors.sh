@@ -15,7 +15,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=ci/_pythons.sh
 . "$repo/ci/_pythons.sh"
-py="$(ci_pythons | head -n 1)"
+# The first line without a pipe into `head`: under pipefail, a writer still
+# writing when `head` has left dies of SIGPIPE and fails the step (exit 141).
+pythons="$(ci_pythons)"
+py="${pythons%%$'\n'*}"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/trilinear_bwd-floors.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
