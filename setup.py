@@ -186,8 +186,8 @@ def _extensions():
             depends=headers,
         )
 
-    exts = [ext("_native"), ext("_kernel_plan"), ext("_runner"), ext("torch._fast"),
-            ext("_kernels_baseline")]
+    exts = [ext("_native"), ext("_kernel_plan"), ext("_runner"), ext("_table_loops"),
+            ext("torch._fast"), ext("_kernels_baseline")]
     msvc_like = sys.platform == "win32" and "GCC" not in sys.version
     if IS_X86_64:
         exts.append(ext("_kernels_avx2", ["/arch:AVX2"] if msvc_like else ["-mavx2", "-mf16c"]))

@@ -57,9 +57,7 @@ tar -C "$repo" \
     --exclude=.git --exclude=build --exclude=dist --exclude=wheelhouse \
     --exclude='*.so' --exclude='*.egg-info' --exclude=__pycache__ \
     --exclude=.hypothesis --exclude=.pytest_cache --exclude='.venv*' \
-    --exclude=docs/_build --exclude='trilinear_bwd/_kernels_*.c' \
-    --exclude='trilinear_bwd/_native.c' --exclude='trilinear_bwd/_kernel_plan.c' \
-    --exclude='trilinear_bwd/_runner.c' --exclude='trilinear_bwd/torch/_fast.c' \
+    --exclude=docs/_build --exclude='trilinear_bwd/*.c' \
     -cf - . | tar -C "$work/src" -xf -
 
 echo "-- virtual environment"

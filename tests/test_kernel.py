@@ -240,7 +240,7 @@ def test_tail_shapes_reach_every_w_read_path():
     with their term set-up kept across rows (up to 8 terms) and redone per
     row (more)."""
     from trilinear_bwd import _plan
-    from trilinear_bwd._tables import GATHER, WINDOW8, WINDOW16, WINDOW32
+    from trilinear_bwd._constants import GATHER, WINDOW8, WINDOW16, WINDOW32
     from trilinear_bwd._constants import W_STRIDE3, W_STRIDE3_WIDTH
 
     modes, shared, stride3, widths = set(), False, False, set()

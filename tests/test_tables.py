@@ -514,12 +514,6 @@ def test_pytorch_differs_only_near_integers(seed):
                 n_in, n_out, align, scale, opmath, storage)
 
 
-def test_block_is_a_power_of_two():
-    from trilinear_bwd._constants import W_BLOCK
-
-    assert W_BLOCK == 1 << _tables._BLOCK_SHIFT
-
-
 # --------------------------------------------------------------------------
 # fma64
 

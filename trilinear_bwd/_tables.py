@@ -1,12 +1,14 @@
 """Per-axis source indices and weights, computed once in float64 (docs/numerics.md).
 
-Everything here is O(n) NumPy per axis: no Python loop runs per point or
-per term, and no axis the rules produce is sorted.  The work runs over the
-axis in chunks of :data:`CHUNK` points (or padded entries), whose
-temporaries stay in cache, and PyTorch's own coordinates are computed only
-where they can change the result (:func:`near_integer_bound`), so that
-planning an axis of 2**20 points costs a few times PyTorch's first call of
-it (docs/performance.md, "Cold planning").  Tables are cached by bytes
+Everything here is O(n) per axis: NumPy over the axis's points, and the two
+per-term loops (the backward's grouping, the padded table's fill) in
+compiled code (``_table_loops``); no Python loop runs per point or per term,
+and nothing is sorted.  The NumPy work runs over the axis in chunks of
+:data:`CHUNK` points, whose temporaries stay in cache, and PyTorch's own
+coordinates are computed only where they can change the result
+(:func:`near_integer_bound`), so that planning an axis of 2**20 points costs
+a small multiple of PyTorch's first call of it (docs/performance.md, "Cold
+planning").  Tables are cached by bytes
 (:data:`CACHE_BYTES`), and a block of a larger call (``trilinear_bwd.dask``)
 cuts its table from the whole axis's terms (:class:`AxisTerms`) instead of
 rebuilding the axis.
@@ -20,19 +22,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _fork
-# How the vector W pass reads one (block, k) of the padded table, and its
-# block of points (_constants.h, _w_gather.h).
-from ._constants import GATHER, W_BLOCK, W_STRIDE3, WINDOW8, WINDOW16, WINDOW32
+from . import _fork, _table_loops
+# The padded table's block of points (_constants.h, _w_gather.h).
+from ._constants import W_BLOCK
 
 # Storage types whose forward weights PyTorch rounds to the storage type
 # (see pytorch_coefficients).
 HALF_TYPES = ("float16", "bfloat16")
 
 
-# Output points per chunk of the per-point work (coefficients, zero
-# pattern, the backward's regrouping by input point) and padded entries per
-# chunk of the padded table: the few dozen temporaries of a chunk stay in the
+# Output points per chunk of the per-point NumPy work (coefficients, zero
+# pattern, the padded table's width): the few dozen temporaries of a chunk stay in the
 # L2 cache and their memory is reused, where whole-axis temporaries of a long
 # axis would stream through memory and fault in fresh pages, operation after
 # operation; and a chunk is long enough that NumPy's per-call cost is small
@@ -40,11 +40,10 @@ HALF_TYPES = ("float16", "bfloat16")
 CHUNK = 2**15
 
 
-def _chunks(n, step=None):
-    """``(start, stop)`` of consecutive chunks covering ``range(n)``, CHUNK long by default."""
-    step = step or CHUNK
-    for start in range(0, n, step):
-        yield start, min(n, start + step)
+def _chunks(n):
+    """``(start, stop)`` of consecutive chunks covering ``range(n)``, CHUNK long."""
+    for start in range(0, n, CHUNK):
+        yield start, min(n, start + CHUNK)
 
 
 def _coordinates(n_in, n_out, align_corners, scale, j):
@@ -676,53 +675,19 @@ def _by_input_point(x0, x1, w0, w1, n_in):
     """The backward's CSR: the terms grouped by input point, stable in their order.
 
     Input point ``i`` takes the terms that name it in the order they come
-    (by output point ``j``, ``l0``'s before ``l1``'s).  Where ``x0`` does not
-    decrease and ``x1 == min(x0 + 1, n_in - 1)`` (every axis the rules
-    produce: the coordinates grow with ``j``, and both the float64 pair and
-    PyTorch's are so), the terms with ``x0 == i`` are the output points
-    ``A[i] <= j < A[i+1]`` (``A``: the exclusive running count of ``x0``),
-    those with ``x1 == i`` likewise from ``B`` (``A`` shifted by one point),
-    and each term's place follows from ``j`` alone: ``l0``'s term of ``j``
-    comes after the ``j - A[i]`` earlier ``x0`` terms and the ``x1`` terms
-    of points before ``j``, ``l1``'s after the ``x1`` terms before it and the
-    ``x0`` terms up to ``j``: a counting sort, O(n).  Elsewhere a stable sort
-    does it.
+    (by output point ``j``, ``l0``'s before ``l1``'s): a counting sort,
+    O(n), in compiled code (``_table_loops.group_by_input_point``).
 
     Returns
     -------
     ptr, src, weight : ndarray
         As :class:`AxisTerms` holds them.
     """
-    n_out = x0.size
-    a = np.zeros(n_in + 1, np.int64)
-    np.cumsum(np.bincount(x0, minlength=n_in), out=a[1:])
-    # x1 < i where x0 < i - 1, for i < n_in; every x1 is below n_in.
-    b = np.empty(n_in + 1, np.int64)
-    b[0], b[1:n_in], b[n_in] = 0, a[:n_in - 1], n_out
-    src = np.empty(2 * n_out, np.int64)
-    weight = np.empty(2 * n_out, w0.dtype)
-    last = 0
-    for start, stop in _chunks(n_out):
-        c0, c1 = x0[start:stop], x1[start:stop]
-        if (c0[0] < last or (c0[1:] < c0[:-1]).any()
-                or (c1 != np.minimum(c0 + 1, n_in - 1)).any()):
-            break
-        last = c0[-1]
-        j = np.arange(start, stop, dtype=np.int64)
-        place0 = np.minimum(np.maximum(j, b[c0]), b[1:][c0])
-        place0 += j
-        place1 = np.minimum(np.maximum(j + 1, a[c1]), a[1:][c1])
-        place1 += j
-        src[place0], src[place1] = j, j
-        weight[place0], weight[place1] = w0[start:stop], w1[start:stop]
-    else:
-        b += a
-        return b, src, weight
-    points = np.stack([x0, x1], axis=1).ravel()
-    order = np.argsort(points, kind="stable")
-    np.cumsum(np.bincount(points, minlength=n_in), out=a[1:])
-    return (a, np.ascontiguousarray(np.repeat(np.arange(n_out, dtype=np.int64), 2)[order]),
-            np.ascontiguousarray(np.stack([w0, w1], axis=1).ravel()[order]))
+    ptr = np.empty(n_in + 1, np.int64)
+    src = np.empty(2 * x0.size, np.int64)
+    weight = np.empty(2 * x0.size, w0.dtype)
+    _table_loops.group_by_input_point(x0, x1, w0, w1, ptr, src, weight)
+    return ptr, src, weight
 
 
 def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop, storage=None):
@@ -795,7 +760,8 @@ def _padded_table(ptr, src, weight, sentinel):
     """The kernel's table of one axis (or window) from its CSR terms."""
     n_targets = ptr.size - 1
     n_terms = int(ptr[-1] - ptr[0])
-    src = np.ascontiguousarray(src)
+    ptr = np.ascontiguousarray(ptr, dtype=np.int64)
+    src = np.ascontiguousarray(src, dtype=np.int64)
     weight = np.ascontiguousarray(weight)
     # (Terms per point, chunk by chunk: no array of the whole axis's counts.)
     width = max((int((ptr[a + 1:b + 1] - ptr[a:b]).max()) for a, b in _chunks(n_targets)),
@@ -804,138 +770,9 @@ def _padded_table(ptr, src, weight, sentinel):
     if sentinel is None or blocks * W_BLOCK * width > PADDED_LIMIT * (n_terms + blocks * W_BLOCK):
         width = 0
     size = blocks * W_BLOCK * width
-    padded = _Padded(width, np.empty(size, np.int32), np.zeros(size, weight.dtype),
-                     np.empty(size, np.int32), np.empty(blocks * width, np.int32),
-                     np.empty(blocks * width, np.int8), np.zeros(blocks, np.int32))
+    padded = dict(padded_src=np.empty(size, np.int32), padded_weight=np.empty(size, weight.dtype),
+                  padded_rel=np.empty(size, np.int32), window=np.empty(blocks * width, np.int32),
+                  mode=np.empty(blocks * width, np.int8), block_window=np.zeros(blocks, np.int32))
     if width:
-        # Whole blocks per chunk, about CHUNK padded entries each.
-        for b0, b1 in _chunks(blocks, max(1, CHUNK // (W_BLOCK * width))):
-            _fill_blocks(padded, ptr, src, weight, sentinel, b0, b1)
-    return AxisTable(ptr=np.ascontiguousarray(ptr, dtype=np.int64),
-                     src=src.astype(np.int64, copy=False), weight=weight, **padded._asdict())
-
-
-# The padded part of an AxisTable while it is filled (the same fields).
-_Padded = collections.namedtuple("_Padded", ["width", "padded_src", "padded_weight",
-                                             "padded_rel", "window", "mode", "block_window"])
-
-# A block's W_BLOCK points, a power of two (tests/test_tables.py): a point's
-# block and place in it are a shift and a mask of its index.
-_BLOCK_SHIFT = W_BLOCK.bit_length() - 1
-
-# How a (block, k) is read, by the span of its sources: under 8, 16, 32, or more.
-_MODE_BY_SPAN = np.array([WINDOW8, WINDOW16, WINDOW32, GATHER], np.int8)
-
-
-# Columns up to which a last axis is reduced column by column.
-_COLUMNS = 2 * W_BLOCK
-
-
-def _reduce_last(ufunc, values):
-    """``ufunc`` reduced over the last axis of an array (a C-contiguous one or a slice of it).
-
-    NumPy's own reduction is slow along a short axis (a block's W_BLOCK
-    points, or its k): a short axis is reduced a column at a time, each
-    column one strided operation over the whole array, a long one pairwise.
-    """
-    n = values.shape[-1]
-    if n > _COLUMNS:
-        half = n // 2
-        folded = ufunc(values[..., :half], values[..., half:2 * half])
-        if n % 2:
-            ufunc(folded[..., 0], values[..., -1], out=folded[..., 0])
-        return _reduce_last(ufunc, folded)
-    if n == 1:
-        return values[..., 0].copy()
-    result = ufunc(values[..., 0], values[..., 1])
-    for column in range(2, n):
-        ufunc(result, values[..., column], out=result)
-    return result
-
-
-def _fill_blocks(table, ptr, src, weight, sentinel, b0, b1):
-    """Fill blocks ``b0:b1`` of ``table`` (a :class:`_Padded`) from the CSR terms.
-
-    Padding is ``0 * source[sentinel]``.  Where a block's W_BLOCK real sources
-    for one k lie within 8, 16 or 32 consecutive elements, the vector paths
-    read them as a window instead of a gather (_w_gather.h); where all of a
-    block's sources (every k) lie within 8, one window read serves the whole
-    block (block_window >= 0); where every k of a block reads 8 real sources
-    3 apart or is padding alone (W_STRIDE3), the AVX2 path reads each k
-    without a gather if the table is W_STRIDE3_WIDTH wide.  Arrays are
-    stored k-major inside a block (the layout _w_gather.h reads).
-    """
-    width = table.width
-    n_blocks = b1 - b0
-    t0, t1 = b0 * W_BLOCK, min(b1 * W_BLOCK, ptr.size - 1)
-    first, last = ptr[t0], ptr[t1]
-    entries = slice(b0 * W_BLOCK * width, b1 * W_BLOCK * width)
-    # (block, k, point): -1 marks padding until the end.
-    by_k = table.padded_src[entries].reshape(n_blocks, width, W_BLOCK)
-    weights = table.padded_weight[entries].reshape(n_blocks, width, W_BLOCK)
-    # Usually every point of a chunk has the same number of terms (all but
-    # the axis's ends): a transpose, and the slots past them padding.
-    c = ptr[t0 + 1:t1 + 1] - ptr[t0:t1]
-    same = t1 - t0 == n_blocks * W_BLOCK and c[0] == c.min() == c.max()
-    if same:
-        k = int(c[0])
-        by_k[:, :k] = src[first:last].reshape(n_blocks, W_BLOCK, k).transpose(0, 2, 1)
-        weights[:, :k] = weight[first:last].reshape(n_blocks, W_BLOCK, k).transpose(0, 2, 1)
-        by_k[:, k:] = -1
-    else:
-        by_k.fill(-1)
-        # Term t of point p (in the chunk) goes to entry
-        # (p // W_BLOCK * width + t - ptr[p]) * W_BLOCK + p % W_BLOCK.
-        point = np.arange(t1 - t0, dtype=np.int64)
-        offset = (point >> _BLOCK_SHIFT) * (width * W_BLOCK) + (point & (W_BLOCK - 1))
-        offset -= ptr[t0:t1] * W_BLOCK
-        flat = np.repeat(offset, c)
-        flat += np.arange(first * W_BLOCK, last * W_BLOCK, W_BLOCK, dtype=np.int64)
-        by_k.reshape(-1)[flat] = src[first:last]
-        weights.reshape(-1)[flat] = weight[first:last]
-    # Per (block, k): the highest real source (-1: padding alone) and the
-    # lowest (padding, -1, is the largest unsigned).
-    highest = _reduce_last(np.maximum, by_k)
-    lowest = _reduce_last(np.minimum, by_k.view(np.uint32))
-    absent = highest < 0
-    block_low = _reduce_last(np.minimum, lowest).view(np.int32)
-    block_high = _reduce_last(np.maximum, highest)
-    lowest = lowest.view(np.int32)
-    np.copyto(lowest, 0, where=absent)
-    span = highest - lowest
-    mode = np.take(_MODE_BY_SPAN, (span >= 8).view(np.int8) + (span >= 16) + (span >= 32))
-    # (Every k of a shared block spans under 8 elements, or is padding alone:
-    # its mode is WINDOW8 already.)
-    shared = (block_high - block_low < 8) & (block_high >= 0)
-    np.copyto(lowest, block_low[:, None], where=shared[:, None])
-    block_window = np.where(shared, block_low, -1)
-    # Read 3 apart: every k real and 3 apart, or padding alone, one k at least
-    # reading (a shared block spans under 8 elements, so it is never one).
-    apart = (span == 3 * (W_BLOCK - 1)) & ~absent
-    maybe = (_reduce_last(np.logical_and, apart | absent) & _reduce_last(np.logical_or, apart)
-             & ~shared)
-    if maybe.any():
-        # Each source 3 past the one before it, along the whole chunk: a
-        # (block, k) is 3 apart where its first source is real (so are the
-        # rest then) and its W_BLOCK - 1 steps are.
-        flat = by_k.reshape(-1)
-        step3 = np.zeros(flat.size, bool)
-        np.equal(flat[1:], flat[:-1] + 3, out=step3[:-1])
-        steps = step3.reshape(by_k.shape)[..., :W_BLOCK - 1]
-        apart3 = _reduce_last(np.logical_and, steps) & (by_k[..., 0] >= 0)
-        maybe &= (_reduce_last(np.logical_and, apart3 | absent)
-                  & _reduce_last(np.logical_or, apart3))
-        block_window[maybe] = W_STRIDE3
-    k_slots = slice(b0 * width, b1 * width)
-    table.window[k_slots] = lowest.ravel()
-    table.mode[k_slots] = mode.ravel()
-    table.block_window[b0:b1] = block_window
-    rel = table.padded_rel[entries].reshape(n_blocks, width, W_BLOCK)
-    np.subtract(by_k, lowest[:, :, None], out=rel)
-    if same:
-        rel[:, k:] = -1
-        by_k[:, k:] = sentinel
-    else:
-        padding = by_k < 0
-        rel[padding] = -1
-        by_k[padding] = sentinel
+        _table_loops.fill_padded(ptr, src, weight, sentinel, **padded)
+    return AxisTable(ptr=ptr, src=src, weight=weight, width=width, **padded)
