@@ -446,12 +446,12 @@ def stable_grouping(x0, x1, w0, w1, n_in):
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("pairs", ["rule", "other pair", "decreasing"])
-def test_backward_grouping_equals_a_stable_sort(seed, pairs, monkeypatch):
-    """The counting sort (x0 non-decreasing, x1 = min(x0 + 1, n_in - 1):
-    ties, the clamped last point, input points nothing reads) and the sort
-    it falls back to elsewhere group the terms as a stable sort by input
-    point does."""
-    monkeypatch.setattr(_tables, "CHUNK", 16)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_grouping_equals_a_stable_sort(seed, pairs, dtype):
+    """The compiled counting sort groups the terms as a stable sort by input
+    point does: pairs of the rules (x0 non-decreasing, x1 = min(x0 + 1,
+    n_in - 1): ties, the clamped last point, input points nothing reads) and
+    any other pairs."""
     rng = np.random.default_rng(seed)
     n_out = int(rng.integers(1, 200))
     n_in = int(rng.integers(1, 60))
@@ -462,25 +462,10 @@ def test_backward_grouping_equals_a_stable_sort(seed, pairs, monkeypatch):
     elif pairs == "decreasing" and n_out > 1:
         x0 = rng.permutation(x0)
         x1 = np.minimum(x0 + 1, n_in - 1)
-    w0, w1 = rng.random(n_out).astype(np.float32), rng.random(n_out).astype(np.float32)
+    w0, w1 = rng.random(n_out).astype(dtype), rng.random(n_out).astype(dtype)
     got = _tables._by_input_point(x0, x1, w0, w1, n_in)
     for a, b in zip(got, stable_grouping(x0, x1, w0, w1, n_in)):
         assert np.array_equal(a, b)
-
-
-def test_axes_of_the_rules_are_grouped_without_sorting(monkeypatch):
-    """Every backward axis the rules produce takes the O(n) counting sort."""
-    def no_sort(*args, **kwargs):
-        raise AssertionError("sorted")
-
-    monkeypatch.setattr(_tables.np, "argsort", no_sort)
-    monkeypatch.setattr(_tables, "CHUNK", 64)
-    for n_in, n_out, align, scale in list(random_axes(17, 80, longest=400)) + [
-            (1, 500, False, 0.0), (500, 1, True, 0.0), (300, 301, False, 1e-3),
-            (7, 900, False, 1e6)]:
-        for dtype in ("<f4", "<f8"):
-            _tables.build_terms(_tables._terms_key(n_in, n_out, align, scale, dtype, False,
-                                                   None))
 
 
 @pytest.mark.parametrize("seed", range(4))
