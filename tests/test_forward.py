@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 import pytest
-from _hardening import UNDER_SANITIZER
 from conftest import (
     examples,
     sample_product,
@@ -750,14 +749,6 @@ def test_enabled_interpolate_is_not_pytorch_kernel(tbt, torch):
     assert_close_tensor(torch, got, expected, x)
 
 
-# These calls end in PyTorch's own error, a C++ exception; under
-# ci/sanitize.sh, ASan's __cxa_throw interceptor cannot find the real one
-# (libstdc++ is loaded after libasan) and aborts the process.
-pytorch_throws = pytest.mark.skipif(UNDER_SANITIZER,
-                                    reason="PyTorch's C++ throw aborts under ASan")
-
-
-@pytorch_throws
 def test_enabled_empty_channels_falls_back_to_pytorch(tbt, torch):
     F = torch.nn.functional
     x = torch.randn(1, 0, 2, 3, 4)
@@ -774,7 +765,6 @@ def test_enabled_empty_channels_falls_back_to_pytorch(tbt, torch):
     assert after["forward"] == before["forward"]
 
 
-@pytorch_throws
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 3, 4, 5, 6, 7)])
 def test_enabled_wrong_rank_gets_pytorch_error(tbt, torch, shape):
     # aten called directly with a tensor that is not 5-D: the fallback's

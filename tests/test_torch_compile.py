@@ -18,10 +18,6 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
 
-from _hardening import UNDER_SANITIZER  # noqa: E402
-
-pytestmark = pytest.mark.skipif(UNDER_SANITIZER, reason="PyTorch's C++ throws abort under ASan")
-
 FORMATS = {"ncdhw": torch.contiguous_format, "channels_last_3d": torch.channels_last_3d}
 
 

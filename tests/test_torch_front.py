@@ -17,17 +17,12 @@ import trilinear_bwd as tb  # noqa: E402
 from trilinear_bwd import _api, _pool  # noqa: E402
 from trilinear_bwd.torch import _arrays as _torch_arrays, _cache  # noqa: E402
 from trilinear_bwd._status import InvalidArgumentError  # noqa: E402
-from _hardening import UNDER_SANITIZER  # noqa: E402
 from conftest import sample_product  # noqa: E402
 
 # Most of these calls end in a C++ exception of PyTorch's (its argument and
-# size checks, the drop-in's capture of F.interpolate's arguments); under
-# ci/sanitize.sh ASan's __cxa_throw interceptor cannot find the real one
-# (libstdc++ is loaded after libasan) and aborts the process, as
-# test_forward.py and test_edges.py note.  The kernel paths they reach are
-# run under the sanitizers by the other test files.
-pytestmark = pytest.mark.skipif(UNDER_SANITIZER, reason="PyTorch's C++ throws abort under ASan")
-
+# size checks, the drop-in's capture of F.interpolate's arguments): under
+# ci/sanitize.sh they run with libstdc++ preloaded after libasan, so that
+# ASan's __cxa_throw interceptor finds the real one.
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 BIG = 2**20 + 1
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]

@@ -65,20 +65,33 @@ def fill_padded(const int64_t[::1] ptr, const int64_t[::1] src, const floating[:
                 int32_t[::1] block_window):
     """Fill the padded table of ``width`` terms a point, blocked by ``W_BLOCK`` points.
 
-    ``ptr``, ``src``, ``weight``: the axis's (or window's) gather form, its
-    sources numbered from 0; ``ptr[0]`` need not be 0.  The width is
-    ``window.shape[0] // block_window.shape[0]``.  Entry ``(b, k, p)`` of the
-    padded arrays (k-major inside block ``b``) holds term ``k`` of point
-    ``b * W_BLOCK + p``, or padding: ``0 * source[sentinel]``, relative
-    index -1.  Per ``(b, k)``: ``window`` is the lowest real source (0 where
-    there is none) and ``mode`` reads the k as a window of 8, 16 or 32
-    elements where its real sources span under that (``WINDOW*``), else
-    ``GATHER``; per block, ``block_window`` is the lowest source of a block
-    whose sources all lie within 8 elements (then every k's window is it),
-    ``W_STRIDE3`` where every k reads ``W_BLOCK`` real sources 3 apart or is
-    padding alone (one k at least reading), else -1.  ``padded_rel`` is each
-    source less its k's window.  Every array is written whole;
-    ``padded_weight``'s padding is written 0.
+    Entry ``(b, k, p)`` of the padded arrays (k-major inside block ``b``)
+    holds term ``k`` of point ``b * W_BLOCK + p``, or padding:
+    ``0 * source[sentinel]``, relative index -1.  Every output array is
+    written whole.
+
+    Parameters
+    ----------
+    ptr, src, weight : arrays
+        The axis's (or window's) gather form: point ``i`` has the terms
+        ``ptr[i] <= t < ptr[i+1]`` (``ptr[0]`` need not be 0), sources
+        numbered from 0.
+    sentinel : int
+        The source index padding reads (with weight 0).
+    padded_src, padded_weight, padded_rel : arrays of shape (blocks * W_BLOCK * width,)
+        Filled with each entry's source, weight (0 for padding) and source
+        less its k's window (-1 for padding).
+    window, mode : arrays of shape (blocks * width,)
+        Filled per ``(b, k)``: the lowest real source (0 where there is
+        none; the block's where it is shared), and how the W pass reads the
+        k: ``WINDOW8``, ``WINDOW16`` or ``WINDOW32`` where its real sources
+        span under 8, 16 or 32 elements, else ``GATHER``.
+    block_window : array of shape (blocks,)
+        Filled per block: the lowest source where all of the block's
+        sources lie within 8 elements (every k's window is then it);
+        ``W_STRIDE3`` where every k reads ``W_BLOCK`` real sources 3 apart
+        or is padding alone, one k at least reading; else -1.  Its length
+        and ``window``'s give the width.
     """
     cdef Py_ssize_t n_blocks = block_window.shape[0]
     cdef Py_ssize_t width = window.shape[0] // n_blocks if n_blocks else 0
