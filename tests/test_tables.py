@@ -142,7 +142,7 @@ def test_tables_equal_those_built_from_the_slow_coefficients(forward):
             n_in, n_out, align, scale, np.float32)))
         points = np.stack([x0, x1], 1).ravel()
         outputs = np.repeat(np.arange(n_out), 2)
-        weight = np.stack([l0, l1], 1).ravel().astype(np.float32)
+        weight = np.stack([l0, l1], 1).ravel()   # float64: the tables' weights for every dtype
         target, source = (outputs, points) if forward else (points, outputs)
         n_t = n_out if forward else n_in
         order = np.argsort(target, kind="stable")
@@ -244,7 +244,7 @@ def reference_terms(n_in, n_out, align_corners, scale, dtype, forward, storage):
                                             np.dtype(dtype).type, storage)
     points = np.stack([x0, x1], 1).ravel()
     outputs = np.repeat(np.arange(n_out), 2)
-    weight = np.stack([l0, l1], 1).ravel().astype(dtype)
+    weight = np.stack([l0, l1], 1).ravel()   # float64 for every dtype
     target, source = (outputs, points) if forward else (points, outputs)
     order = np.argsort(target, kind="stable")
     counts = np.bincount(target, minlength=n_out if forward else n_in)

@@ -30,6 +30,10 @@ from ._native import data_address  # noqa: F401 - part of this module's interfac
 # not import ml_dtypes.  The codes are the kernel's (``_constants``).
 from ._constants import DT_BFLOAT16, DT_FLOAT16, DT_FLOAT32, DT_FLOAT64
 
+# dtype name: (kernel dtype code, PyTorch's opmath type).  The opmath type is
+# the one PyTorch computes coordinates and weights in, so it decides which
+# weights are exactly zero (docs/numerics.md); the kernel itself sums every
+# dtype in float64 (``Call.acc_dtype``).
 _FLOAT_DTYPES = {
     "float32": (DT_FLOAT32, np.float32),
     "float64": (DT_FLOAT64, np.float64),
@@ -198,7 +202,7 @@ def from_dlpack(obj, name, what=None):
 
 @functools.lru_cache(maxsize=64)
 def dtype_info(dtype):
-    """``(kernel dtype code, accumulation dtype)`` of a supported dtype, None otherwise.
+    """``(kernel dtype code, PyTorch's opmath dtype)`` of a supported dtype, None otherwise.
 
     Cached per dtype object: ``dtype.name`` is slow next to a dict lookup, and
     this is asked on every call.

@@ -11,11 +11,14 @@
 #define TB_DT_FLOAT16 2
 #define TB_DT_BFLOAT16 3
 
-/* How the D pass reads source rows (Problem.read_mode). */
-#define TB_READ_IN_PLACE 0   /* accumulation type, unit stride: used where they lie */
+/* How the D pass reads source rows (Problem.read_mode).  The accumulation
+ * type is float64 for every dtype (docs/numerics.md, "One rounding"): rows
+ * of the other dtypes are widened, exactly, as they are read. */
+#define TB_READ_IN_PLACE 0   /* float64, unit stride: used where they lie */
 #define TB_READ_FLOAT16 1    /* float16, unit stride: widened inside the axpy */
 #define TB_READ_BFLOAT16 2   /* bfloat16, unit stride: widened inside the axpy */
 #define TB_READ_CONVERT 3    /* anything else: gathered and converted into a buffer first */
+#define TB_READ_FLOAT32 4    /* float32, unit stride: widened inside the axpy */
 
 /* Where a block of the padded W table finds its sources (Axis.mode). */
 #define TB_GATHER 0          /* anywhere: one gather instruction */

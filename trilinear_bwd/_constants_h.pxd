@@ -12,6 +12,7 @@ cdef extern from "_constants.h":
         TB_READ_FLOAT16
         TB_READ_BFLOAT16
         TB_READ_CONVERT
+        TB_READ_FLOAT32
         TB_GATHER
         TB_WINDOW8
         TB_WINDOW16

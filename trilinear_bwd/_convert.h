@@ -1,5 +1,7 @@
 /*
- * Conversions between the 16-bit storage types and float32.
+ * Conversions between the storage types and the accumulation types: the
+ * 16-bit types and float32, and float64 results rounded once to float32,
+ * float16 or bfloat16.
  *
  * Written in C rather than Cython because the fast paths are F16C intrinsics
  * and the portable paths are bit manipulation that Cython cannot express
@@ -176,6 +178,79 @@ static inline void tb_float_to_half_n(uint16_t *restrict dst, const float *restr
     for (; k < n; ++k)
         dst[k] = tb_float_to_half(src[k]);
 }
+
+/* ---- float64 results rounded once ------------------------------------------ */
+
+/*
+ * float64 to float32 rounded to odd: toward zero, then the last bit set if
+ * anything was lost.  Rounding a float64 value to odd in float32 (24 bits)
+ * and then to nearest-even in float16 (11) or bfloat16 (8) gives the float64
+ * value rounded to nearest-even in that type directly, because 24 >= 2p + 2
+ * for both (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums:
+ * proved algorithms using rounding to odd", 2008): the kernel's float64 sums
+ * reach a 16-bit result with one rounding, not two.  Scalar, and the same
+ * instructions in every variant, so the same bits.  NaN passes through.
+ */
+static inline float tb_double_to_float_odd(double d)
+{
+    float f = (float)d;                              /* to nearest-even */
+    if ((double)f != d && d == d) {                  /* inexact, not NaN */
+        uint32_t u = tb_float_to_bits(f);
+        /* Rounded away from zero (an infinity included): step back toward it. */
+        if ((d > 0.0) ? ((double)f > d) : ((double)f < d))
+            u -= 1u;
+        f = tb_bits_to_float(u | 1u);
+    }
+    return f;
+}
+
+static inline uint16_t tb_double_to_half(double d) { return tb_float_to_half(tb_double_to_float_odd(d)); }
+static inline uint16_t tb_double_to_bf16(double d) { return tb_float_to_bf16(tb_double_to_float_odd(d)); }
+
+/*
+ * A vector of float64 (see _simd.h) widened, exactly, from float32, float16
+ * or bfloat16 elements, for the D pass's row sums over source rows of those
+ * types (_row_sums_t.h): `kind` 1 float16, 2 bfloat16, 3 float32 (the
+ * TB_ROWS_ kinds of _row_sums.h).  With masks, the first n elements only,
+ * zeros after them.  TB_HAVE_WIDE_VECTORS says whether this variant has them
+ * (AVX-512 and AVX2 with F16C; the baseline sums such rows one element at a
+ * time).
+ */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define TB_HAVE_WIDE_VECTORS 1
+TB_ALWAYS_INLINE __m512d tb_widen_f64_vec(__m128i h, int kind)
+{
+    const __m256 f = kind == 2 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                               : _mm256_cvtph_ps(h);
+    return _mm512_cvtps_pd(f);
+}
+TB_ALWAYS_INLINE __m512d tb_load_wide(const void *p, int kind)
+{
+    if (kind == 3)
+        return _mm512_cvtps_pd(_mm256_loadu_ps((const float *)p));
+    return tb_widen_f64_vec(_mm_loadu_si128((const __m128i *)p), kind);
+}
+TB_ALWAYS_INLINE __m512d tb_load_wide_head(const void *p, int64_t n, int kind)
+{
+    const __mmask8 m = (__mmask8)((1u << n) - 1u);
+    if (kind == 3)
+        return _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, (const float *)p));
+    return tb_widen_f64_vec(_mm_maskz_loadu_epi16(m, p), kind);
+}
+#elif TB_HAVE_F16C && defined(__AVX2__)
+#define TB_HAVE_WIDE_VECTORS 1
+TB_ALWAYS_INLINE __m256d tb_load_wide(const void *p, int kind)
+{
+    if (kind == 3)
+        return _mm256_cvtps_pd(_mm_loadu_ps((const float *)p));
+    const __m128i h = _mm_loadl_epi64((const __m128i *)p);
+    const __m128 f = kind == 2 ? _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16))
+                               : _mm_cvtph_ps(h);
+    return _mm256_cvtps_pd(f);
+}
+#else
+#define TB_HAVE_WIDE_VECTORS 0
+#endif
 
 /* 1 when this translation unit was compiled with the F16C fast path. */
 static inline int tb_have_f16c(void) { return TB_HAVE_F16C; }

@@ -29,15 +29,22 @@ cdef extern from "_convert.h" nogil:
     uint16_t tb_float_to_half_soft(float f) noexcept
     void tb_half_to_float_n(float* dst, const uint16_t* src, int64_t n) noexcept
     void tb_float_to_half_n(uint16_t* dst, const float* src, int64_t n) noexcept
+    float tb_double_to_float_odd(double d) noexcept
+    uint16_t tb_double_to_half(double d) noexcept
+    uint16_t tb_double_to_bf16(double d) noexcept
     int tb_have_f16c() noexcept
 
 cdef extern from "_row_sums.h" nogil:
     enum: TB_PF_NEXT_ITEM
     void tb_prefetch_rows(const void* rows, int64_t row_bytes, const Axis* ax, int64_t i,
                           int64_t nbytes) noexcept
+    enum: TB_ROWS_F16, TB_ROWS_BF16, TB_ROWS_F32
     void tb_reduce_half_rows(float* acc, int64_t acc_stride, const uint16_t* rows,
                              int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
                              int64_t n, int bf16) noexcept
+    void tb_reduce_wide_rows(double* acc, int64_t acc_stride, const void* rows,
+                             int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
+                             int64_t n, int kind) noexcept
     void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
                             int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
                             int64_t n, int prefetch) noexcept
@@ -70,7 +77,10 @@ cdef extern from "_store.h" nogil:
     void tb_store_fence() noexcept
 
 cdef extern from "_w_gather.h" nogil:
-    void tb_gather_f64(double* out, const double* row, const Axis* ax, int stream) noexcept
+    enum: TB_OUT_F32, TB_OUT_F16, TB_OUT_BF16, TB_OUT_F64
+    void tb_gather_rows_d(void* out, int64_t out_stride, const double* rows,
+                          int64_t row_stride, int64_t n_rows, const Axis* ax, int stream,
+                          int kind) noexcept
     void tb_gather_rows_f32(float* out, int64_t out_stride, const float* rows,
                             int64_t row_stride, int64_t n_rows, const Axis* ax,
                             int stream) noexcept
@@ -132,47 +142,68 @@ cdef inline void load_row(floating* dst, const char* base, int64_t off,
                 for k in range(n):
                     dst[o * n + k] = f64[o * so + k * si]
     elif dtype == TB_DT_FLOAT16:
-        if floating is float:
-            u16 = (<const uint16_t*> base) + off
-            if unit:
-                tb_half_to_float_n(dst, u16, n)
-            else:
-                for o in range(r.n_outer):
-                    for k in range(n):
-                        dst[o * n + k] = tb_half_to_float(u16[o * so + k * si])
-    else:
-        if floating is float:
-            u16 = (<const uint16_t*> base) + off
-            if unit:
+        u16 = (<const uint16_t*> base) + off
+        if floating is float and unit:
+            tb_half_to_float_n(dst, u16, n)
+        else:
+            for o in range(r.n_outer):
                 for k in range(n):
-                    dst[k] = tb_bf16_to_float(u16[k])
+                    dst[o * n + k] = tb_half_to_float(u16[o * so + k * si])
+    else:
+        u16 = (<const uint16_t*> base) + off
+        for o in range(r.n_outer):
+            for k in range(n):
+                dst[o * n + k] = tb_bf16_to_float(u16[o * so + k * si])
+
+
+cdef inline void _round_16(uint16_t* dst, int64_t step, const floating* src, int64_t n,
+                           int dtype) noexcept nogil:
+    # n results rounded once to float16 (dtype TB_DT_FLOAT16) or bfloat16,
+    # into every ``step``-th element of dst.
+    cdef int64_t k
+    if floating is float:
+        if dtype == TB_DT_FLOAT16:
+            if step == 1:
+                tb_float_to_half_n(dst, src, n)
             else:
-                for o in range(r.n_outer):
-                    for k in range(n):
-                        dst[o * n + k] = tb_bf16_to_float(u16[o * so + k * si])
+                for k in range(n):
+                    dst[k * step] = tb_float_to_half(src[k])
+        else:
+            for k in range(n):
+                dst[k * step] = tb_float_to_bf16(src[k])
+    else:
+        if dtype == TB_DT_FLOAT16:
+            for k in range(n):
+                dst[k * step] = tb_double_to_half(src[k])
+        else:
+            for k in range(n):
+                dst[k * step] = tb_double_to_bf16(src[k])
 
 
 cdef inline void store_row(char* base, int64_t off, const floating* src,
                            const Row* r, int dtype, bint stream, void* narrow) noexcept nogil:
-    # Scatter one finished target row, rounding once to the storage type.
-    # Streamed rows are unit-stride: rounded into ``narrow`` if need be, then
-    # copied with non-temporal stores.
+    # Scatter one finished target row, rounding once to the storage type
+    # (float64 sums to float16/bfloat16 through float32 rounded to odd, which
+    # is one rounding: _convert.h).  Streamed rows are unit-stride: rounded
+    # into ``narrow`` if need be, then copied with non-temporal stores.
     cdef int64_t o, k, n = r.n_inner, si = r.s_inner, so = r.s_outer
     cdef float* f32
     cdef double* f64
     cdef uint16_t* u16
     cdef bint unit = r.n_outer == 1 and si == 1
     if stream:
-        if dtype == TB_DT_FLOAT32 or dtype == TB_DT_FLOAT64:
+        if (dtype == TB_DT_FLOAT64 and floating is double) or (
+                dtype == TB_DT_FLOAT32 and floating is float):
             tb_stream_copy(base + off * sizeof(floating), src, n * sizeof(floating))
             return
+        if dtype == TB_DT_FLOAT32:
+            f32 = <float*> narrow
+            for k in range(n):
+                f32[k] = <float> src[k]
+            tb_stream_copy(base + off * 4, narrow, n * 4)
+            return
         u16 = <uint16_t*> narrow
-        if floating is float:
-            if dtype == TB_DT_FLOAT16:
-                tb_float_to_half_n(u16, src, n)
-            else:
-                for k in range(n):
-                    u16[k] = tb_float_to_bf16(src[k])
+        _round_16(u16, 1, src, n, dtype)
         tb_stream_copy(base + off * 2, narrow, n * 2)
         return
     if dtype == TB_DT_FLOAT32:
@@ -189,21 +220,13 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
         for o in range(r.n_outer):
             for k in range(n):
                 f64[o * so + k * si] = src[o * n + k]
-    elif dtype == TB_DT_FLOAT16:
-        if floating is float:
-            u16 = (<uint16_t*> base) + off
-            if unit:
-                tb_float_to_half_n(u16, src, n)
-            else:
-                for o in range(r.n_outer):
-                    for k in range(n):
-                        u16[o * so + k * si] = tb_float_to_half(src[o * n + k])
     else:
-        if floating is float:
-            u16 = (<uint16_t*> base) + off
+        u16 = (<uint16_t*> base) + off
+        if unit:
+            _round_16(u16, 1, src, n, dtype)
+        else:
             for o in range(r.n_outer):
-                for k in range(n):
-                    u16[o * so + k * si] = tb_float_to_bf16(src[o * n + k])
+                _round_16(u16 + o * so, si, src + o * n, n, dtype)
 
 
 cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* rows,
@@ -258,10 +281,10 @@ cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* 
     # The channels-first W pass of n_rows rows, ``row_stride`` apart, into
     # rows ``out_stride`` apart.  Each row has its zero sentinel at index L
     # and 32 readable elements after it.  Over the padded table, a gather
-    # along the row (float32: _w_gather.h, one table set-up for all the rows;
-    # float64: a gather per term); an axis whose padded table would be too
-    # large (width 0, see _tables.PADDED_LIMIT) takes the axpy with one
-    # channel: the same terms in the same order, so the same bits.
+    # along the row (_w_gather.h, one table set-up for all the rows); an
+    # axis whose padded table would be too large (width 0, see
+    # _tables.PADDED_LIMIT) takes the axpy with one channel: the same terms
+    # in the same order, so the same bits.
     cdef int64_t y
     if ax.width == 0:
         for y in range(n_rows):
@@ -269,8 +292,24 @@ cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* 
     elif floating is float:
         tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows, ax, stream)
     else:
-        for y in range(n_rows):
-            tb_gather_f64(out + y * out_stride, rows + y * row_stride, ax, stream)
+        tb_gather_rows_d(out, out_stride, rows, row_stride, n_rows, ax, stream, TB_OUT_F64)
+
+
+cdef inline void w_pass_rows_to(char* target, int64_t off, int64_t out_stride,
+                                const double* rows, int64_t row_stride, int64_t n_rows,
+                                const Axis* ax, bint stream, int dtype) noexcept nogil:
+    # The channels-first W pass of n_rows float64 rows straight into target
+    # rows of any dtype (element ``off`` on, ``out_stride`` apart), each sum
+    # rounded once in registers: no row buffer, no second pass.  Other
+    # dtypes than float64 need the padded table (ax.width > 0).
+    if dtype == TB_DT_FLOAT64:
+        w_pass_rows((<double*> target) + off, out_stride, rows, row_stride, n_rows, ax, stream)
+    elif dtype == TB_DT_FLOAT32:
+        tb_gather_rows_d((<float*> target) + off, out_stride, rows, row_stride, n_rows, ax,
+                         stream, TB_OUT_F32)
+    else:
+        tb_gather_rows_d((<uint16_t*> target) + off, out_stride, rows, row_stride, n_rows, ax,
+                         stream, TB_OUT_F16 if dtype == TB_DT_FLOAT16 else TB_OUT_BF16)
 
 
 cdef inline void w_pass_rows_16(uint16_t* out, int64_t out_stride, const float* rows,

@@ -24,6 +24,7 @@ from trilinear_bwd._constants_h cimport (
     TB_READ_BFLOAT16,
     TB_READ_CONVERT,
     TB_READ_FLOAT16,
+    TB_READ_FLOAT32,
     TB_READ_IN_PLACE,
 )
 from trilinear_bwd._kernel_plan cimport KernelPlan, Problem, RunTeam
@@ -42,12 +43,17 @@ from trilinear_bwd._kernel_helpers cimport (
     tb_prefetch_rows,
     TB_PF_NEXT_ITEM,
     tb_reduce_half_rows,
+    tb_reduce_wide_rows,
+    TB_ROWS_BF16,
+    TB_ROWS_F16,
+    TB_ROWS_F32,
     tb_have_f16c,
     tb_store_fence,
     w_pass,
     w_pass_channels,
     w_pass_rows,
     w_pass_rows_16,
+    w_pass_rows_to,
 )
 from trilinear_bwd._openmp cimport omp_get_thread_num
 
@@ -92,6 +98,17 @@ cdef inline void _reduce_source(floating* acc, const Problem* p, int64_t a,
             tb_reduce_half_rows(acc, 0, (<const uint16_t*> source) + base, stride, &p.ax_d, a,
                                 1, n, p.read_mode == TB_READ_BFLOAT16)
             return
+    else:
+        # float32 and 16-bit rows summed into float64, widened as they are read.
+        if p.read_mode == TB_READ_FLOAT32:
+            tb_reduce_wide_rows(acc, 0, (<const float*> source) + base, stride, &p.ax_d, a,
+                                1, n, TB_ROWS_F32)
+            return
+        if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
+            tb_reduce_wide_rows(acc, 0, (<const uint16_t*> source) + base, stride, &p.ax_d, a,
+                                1, n, TB_ROWS_BF16 if p.read_mode == TB_READ_BFLOAT16
+                                else TB_ROWS_F16)
+            return
     # TB_READ_CONVERT: two rows at a time gathered into ``conv`` first.
     if t0 == t1:
         fill_zero(acc, n)
@@ -131,6 +148,8 @@ cdef inline void _prefetch_item(const Problem* p, const char* source, int64_t it
     cdef int64_t esize = acc_size
     if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
         esize = 2
+    elif p.read_mode == TB_READ_FLOAT32:
+        esize = 4
     # No further than the plane: a small plane's 4 KB would be mostly other
     # memory, unmapped pages among it (a page walk each).
     tb_prefetch_rows(source + ((b // p.nb2) * p.source.s_b1
@@ -258,10 +277,10 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
                     store_row(target, off + y * p.target.s_h, out + y * p.ax_w.n_target,
                               &p.target.row, p.dtype, p.stream,
                               <void*> ((<char*> ws) + p.off_narrow))
-            elif p.dtype == TB_DT_FLOAT16 or p.dtype == TB_DT_BFLOAT16:
-                if floating is float:
-                    w_pass_rows_16((<uint16_t*> target) + off, p.target.s_h, h_rows, p.h_stride,
-                                   step, &p.ax_w, p.dtype == TB_DT_BFLOAT16)
+            elif floating is double:
+                # Straight into the target's rows, each sum rounded once.
+                w_pass_rows_to(target, off, p.target.s_h, h_rows, p.h_stride, step, &p.ax_w,
+                               p.stream, p.dtype)
             else:
                 w_pass_rows((<floating*> target) + off, p.target.s_h, h_rows, p.h_stride,
                             step, &p.ax_w, p.stream)
@@ -283,18 +302,12 @@ cdef void _run(const Problem* p, const char* source, char* target, char* ws,
     cdef int64_t item
     cdef int tid
     cdef char* base = _first_slot(ws)
-    if p.dtype == TB_DT_FLOAT64:
-        for item in prange(p.n_items, schedule="static", num_threads=n_threads):
-            tid = omp_get_thread_num()
-            if seen != NULL:
-                seen[tid] = 1
-            _item[double](p, source, target, <double*> (base + tid * p.slot_bytes), item)
-    else:
-        for item in prange(p.n_items, schedule="static", num_threads=n_threads):
-            tid = omp_get_thread_num()
-            if seen != NULL:
-                seen[tid] = 1
-            _item[float](p, source, target, <float*> (base + tid * p.slot_bytes), item)
+    # Every dtype sums in float64 (docs/numerics.md, "One rounding").
+    for item in prange(p.n_items, schedule="static", num_threads=n_threads):
+        tid = omp_get_thread_num()
+        if seen != NULL:
+            seen[tid] = 1
+        _item[double](p, source, target, <double*> (base + tid * p.slot_bytes), item)
 
 
 cdef void _run_alone(const Problem* p, const char* source, char* target,
@@ -303,12 +316,8 @@ cdef void _run_alone(const Problem* p, const char* source, char* target,
     # each into slot 0.
     cdef int64_t item
     cdef char* base = _first_slot(ws)
-    if p.dtype == TB_DT_FLOAT64:
-        for item in range(p.n_items):
-            _item[double](p, source, target, <double*> base, item)
-    else:
-        for item in range(p.n_items):
-            _item[float](p, source, target, <float*> base, item)
+    for item in range(p.n_items):
+        _item[double](p, source, target, <double*> base, item)
 
 
 cdef void _run_team(const Problem* p, const char* source, char* target, char* ws,

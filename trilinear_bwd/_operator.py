@@ -37,6 +37,10 @@ from ._arrays import (
 from ._coerce import as_scale, element_name, int_tuple, invalid
 from ._status import LimitError, NullArgumentError
 
+# The kernel sums every dtype in float64, so that each result is its exact
+# value rounded once to its dtype (docs/numerics.md, "One rounding").
+_FLOAT64 = np.dtype(np.float64)
+
 MAX_DIM = 2**20
 MAX_BYTES = 60 * 2**30
 MAX_PRODUCT = 2**31
@@ -200,7 +204,12 @@ class Call(_CallFields):
 
     @property
     def acc_dtype(self):
-        """The accumulation dtype: float64 for float64 data, else float32."""
+        """The accumulation dtype: float64, for every dtype (one rounding, docs/numerics.md)."""
+        return _FLOAT64
+
+    @property
+    def opmath_dtype(self):
+        """PyTorch's opmath type: float64 for float64 data, else float32 (the tables' zero pattern)."""
         return dtype_info(self.source.dtype)[1]
 
 

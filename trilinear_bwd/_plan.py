@@ -60,6 +60,7 @@ from ._constants import (
     READ_BFLOAT16,
     READ_CONVERT,
     READ_FLOAT16,
+    READ_FLOAT32,
     READ_IN_PLACE,
     W_SPARE,
 )
@@ -217,16 +218,18 @@ def make_plan(call, n_threads):
     if row[0] != 1 or row[3] != 1:
         read_mode = READ_CONVERT
     else:
-        read_mode = {DT_FLOAT32: READ_IN_PLACE, DT_FLOAT64: READ_IN_PLACE,
+        read_mode = {DT_FLOAT32: READ_FLOAT32, DT_FLOAT64: READ_IN_PLACE,
                      DT_FLOAT16: READ_FLOAT16, DT_BFLOAT16: READ_BFLOAT16}[call.dtype_code]
     plane_run = read_mode != READ_CONVERT and (source_volume[3] == length or source_h == 1)
     unit_rows = target_volume[4][0] == 1 and target_volume[4][3] == 1
     stream = unit_rows and streamed(target.nbytes, target_volume[4][2] * target.itemsize,
                                     target.itemsize)
-    # float32/float64 rows are written in place by the W pass; when streamed,
-    # only where it can issue the streaming stores itself: the channels-first
-    # gather, and channels-last rows of a multiple of 8 channels (_w_channels.h).
-    wide = call.dtype_code in (DT_FLOAT32, DT_FLOAT64)
+    # Rows of the accumulation type (float64) are written in place by the W
+    # pass; when streamed, only where it can issue the streaming stores
+    # itself: the channels-first gather, and channels-last rows of a multiple
+    # of 8 channels (_w_channels.h).  Other dtypes' rows are rounded once, from
+    # a row buffer.
+    wide = call.dtype_code == DT_FLOAT64
     out_direct = unit_rows and wide and (not stream or v == 1 or v % 8 == 0)
 
     # The kernel computes the target array (the backward's gradInput, the
@@ -235,16 +238,15 @@ def make_plan(call, n_threads):
     # whole axis.
     windows = call.window or (None, None, None)
     tables = [
-        axis_table(n_in, n_out, call.align_corners, s, acc, sentinel=sentinel,
+        axis_table(n_in, n_out, call.align_corners, s, call.opmath_dtype, sentinel=sentinel,
                    forward=call.op.forward, window=window, storage=source.dtype)
         for n_in, n_out, s, sentinel, window in zip(
             call.input_size[2:], call.output_size, call.scales,
             (None, None, None if v > 1 else length), windows)
     ]
-    # 16-bit channels-first rows are rounded and written in place by the
-    # padded gather too (_w_gather.h); the unpadded W pass needs the buffer.
-    out_direct = out_direct or (unit_rows and v == 1 and not wide
-                                and tables[2].width > 0)
+    # Channels-first rows of every dtype are rounded and written in place by
+    # the padded gather too (_w_gather.h); the unpadded W pass needs the buffer.
+    out_direct = out_direct or (unit_rows and v == 1 and tables[2].width > 0)
     # Each acc_h row keeps the zero sentinel of the padded W table and 32
     # spare elements for the windowed reads of _w_gather.h; rows start on a line.
     h_stride = _round_up((length + 1 + W_SPARE) * acc.itemsize) // acc.itemsize
@@ -274,7 +276,8 @@ def make_plan(call, n_threads):
     sizes = [(1 if whole else per_item) * ring * length,
              (target_h if v == 1 or whole else 1) * h_stride, conv,
              0 if out_direct else w_rows * target_w * v]
-    narrow_bytes = target_w * v * target.itemsize if stream and target.itemsize == 2 else 0
+    narrow_bytes = (target_w * v * target.itemsize
+                    if stream and target.itemsize != acc.itemsize else 0)
     offsets, slot = [], 0
     for count in sizes:
         offsets.append(slot // acc.itemsize)

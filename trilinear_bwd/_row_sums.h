@@ -30,7 +30,7 @@
  * summed into float32.  A compile-time constant in each copy of the sums, so
  * the load is chosen once.
  */
-enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
+enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
 
 /*
  * The most rows one register sum covers: each vector of acc is summed over
@@ -84,17 +84,21 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2 };
 #define TB_T float
 #define TB_S f32
 #define TB_HALF_ROWS TB_HAVE_HALF_VECTORS
+#define TB_WIDE_ROWS 0
 #include "_row_sums_t.h"
 #undef TB_T
 #undef TB_S
 #undef TB_HALF_ROWS
+#undef TB_WIDE_ROWS
 #define TB_T double
 #define TB_S f64
 #define TB_HALF_ROWS 0
+#define TB_WIDE_ROWS TB_HAVE_WIDE_VECTORS
 #include "_row_sums_t.h"
 #undef TB_T
 #undef TB_S
 #undef TB_HALF_ROWS
+#undef TB_WIDE_ROWS
 
 /* Ask for the first `nbytes` of each source row that target point i of
  * axis `ax` reads, src[t] * row_bytes past `rows` for ptr[i] <= t < ptr[i+1]:
@@ -147,6 +151,37 @@ TB_ALWAYS_INLINE void tb_reduce_half_rows(float *restrict acc, int64_t acc_strid
 {
     tb_reduce_half_terms(acc, acc_stride, rows, stride, ax->ptr + first, ax->src,
                          (const float *)ax->weight, n_rows, n, bf16);
+}
+
+/* float32, float16 or bfloat16 source rows (TB_READ_FLOAT32, _FLOAT16,
+ * _BFLOAT16) summed into float64, the kernel's accumulation type: widened
+ * exactly as they are read, so the roundings and their order are those of
+ * float64 rows.  Always read from memory, hence prefetched.  One copy per
+ * kind, the kind known to the compiler in each. */
+static inline void tb_reduce_wide_terms(double *restrict acc, int64_t acc_stride,
+                                        const void *rows, int64_t stride,
+                                        const int64_t *restrict ptr, const int64_t *restrict src,
+                                        const double *restrict w, int64_t n_rows, int64_t n,
+                                        int kind)
+{
+    if (kind == TB_ROWS_F32)
+        tb_reduce_rows_body_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
+                                TB_ROWS_F32);
+    else if (kind == TB_ROWS_BF16)
+        tb_reduce_rows_body_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
+                                TB_ROWS_BF16);
+    else
+        tb_reduce_rows_body_f64(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
+                                TB_ROWS_F16);
+}
+
+TB_ALWAYS_INLINE void tb_reduce_wide_rows(double *restrict acc, int64_t acc_stride,
+                                          const void *rows, int64_t stride,
+                                          const tb_axis *ax, int64_t first, int64_t n_rows,
+                                          int64_t n, int kind)
+{
+    tb_reduce_wide_terms(acc, acc_stride, rows, stride, ax->ptr + first, ax->src,
+                         (const double *)ax->weight, n_rows, n, kind);
 }
 
 #endif

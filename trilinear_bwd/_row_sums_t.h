@@ -2,7 +2,8 @@
  * The row sums of _row_sums.h for one accumulation type: a C template,
  * included once with TB_T float, TB_S f32 and TB_HALF_ROWS set where the
  * variant has float16/bfloat16 vectors, and once with TB_T double, TB_S f64
- * and TB_HALF_ROWS 0 (16-bit rows always sum into float32).  Every name it
+ * and TB_WIDE_ROWS set where the variant has vectors widening float32,
+ * float16 and bfloat16 to float64 (the kernel's own sums are all float64).  Every name it
  * defines ends in the type's suffix (TB_TYPED, _portable.h).  No include
  * guard: it is meant to be included more than once.
  */
@@ -36,8 +37,14 @@ TB_ALWAYS_INLINE TB_T TB_TYPED(tb_row_elem_)(const void *x, int64_t k, int kind)
 {
     if (kind == TB_ROWS_SAME)
         return ((const TB_T *)x)[k];
+    if (kind == TB_ROWS_F32)
+        return (TB_T)((const float *)x)[k];
     return (TB_T)tb_widen1(((const uint16_t *)x)[k], kind == TB_ROWS_BF16);
 }
+
+/* Bytes of one element of a row of this kind. */
+#define TB_ELEM_BYTES(kind) ((kind) == TB_ROWS_SAME ? (int64_t)sizeof(TB_T)                   \
+                             : (kind) == TB_ROWS_F32 ? (int64_t)4 : (int64_t)2)
 
 #if defined(TB_LANES_f32)
 #define TB_VEC TB_CAT(tb_vec_, TB_S)
@@ -50,6 +57,10 @@ TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_row_vec_)(const void *x, int64_t k, int kind
 #if TB_HALF_ROWS
     if (kind != TB_ROWS_SAME)
         return tb_load_half((const uint16_t *)x + k, kind == TB_ROWS_BF16);
+#endif
+#if TB_WIDE_ROWS
+    if (kind != TB_ROWS_SAME)
+        return tb_load_wide((const char *)x + k * TB_ELEM_BYTES(kind), kind);
 #endif
     (void)kind;
     return TB_V(load)((const TB_T *)x + k);
@@ -74,6 +85,10 @@ TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_row_vec_head_)(const void *x, int64_t k, int
 #if TB_HALF_ROWS
     if (kind != TB_ROWS_SAME)
         return tb_load_half_head((const uint16_t *)x + k, part, kind == TB_ROWS_BF16);
+#endif
+#if TB_WIDE_ROWS
+    if (kind != TB_ROWS_SAME)
+        return tb_load_wide_head((const char *)x + k * TB_ELEM_BYTES(kind), part, kind);
 #endif
     (void)kind;
     return TB_V(load_head)((const TB_T *)x + k, part);
@@ -102,9 +117,9 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
 {
     int64_t k = 0;
 #if defined(TB_LANES_f32)
-    if (kind == TB_ROWS_SAME || TB_HALF_ROWS) {
-        const int64_t elem = kind == TB_ROWS_SAME ? (int64_t)sizeof(TB_T) : 2;
-        const int64_t ahead = kind == TB_ROWS_SAME ? TB_PF_AHEAD : TB_PF_AHEAD_16;
+    if (kind == TB_ROWS_SAME || TB_HALF_ROWS || TB_WIDE_ROWS) {
+        const int64_t elem = TB_ELEM_BYTES(kind);
+        const int64_t ahead = elem >= 4 ? TB_PF_AHEAD : TB_PF_AHEAD_16;
         TB_VEC wv[TB_ROWS_PER_SUM];
         for (int64_t j = 0; j < m; ++j)
             wv[j] = TB_V(set1)(w[j]);
@@ -309,7 +324,7 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_body_)(
     int64_t n_rows, int64_t n, int prefetch, int kind)
 {
     const void *x[TB_ROWS_PER_SUM];
-    const int64_t row_bytes = stride * (kind == TB_ROWS_SAME ? (int64_t)sizeof(TB_T) : 2);
+    const int64_t row_bytes = stride * TB_ELEM_BYTES(kind);
     for (int64_t r = 0; r < n_rows; ++r) {
         TB_T *restrict out = acc + r * acc_stride;
         const int64_t t0 = ptr[r], t1 = ptr[r + 1];
@@ -370,3 +385,4 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_reduce_rows_)(TB_T *restrict acc, int64_t acc_
 #undef TB_VEC
 #undef TB_LANES
 #endif
+#undef TB_ELEM_BYTES

@@ -32,8 +32,9 @@ from trilinear_bwd._status import InternalError
 # A runner whose workspace is at most this many bytes keeps one of its own
 # (a few rows of a tiny call), used by one raw run at a time, which saves a
 # look-up of this thread's scratch workspace on every call of the torch
-# fast path (``docs/torch.md``, "Per-call cost").
-OWN_WORKSPACE_BYTES = 16 * 2**10
+# fast path (``docs/torch.md``, "Per-call cost").  32 KiB of float64 sums:
+# the geometries that 16 KiB covered when small calls summed in float32.
+OWN_WORKSPACE_BYTES = 32 * 2**10
 # Each thread's scratch workspace is kept between runs when it is at most
 # this large (a workspace is a few rows per thread, not a volume).
 SCRATCH_KEEP_BYTES = 16 * 2**20

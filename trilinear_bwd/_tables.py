@@ -438,7 +438,11 @@ def axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=None, forward=
     n_in, n_out, align_corners, scale
         As for :func:`axis_coefficients`.
     dtype : numpy dtype
-        The accumulation type the weights are rounded to (float32 or float64).
+        PyTorch's opmath type for the data (float32, or float64 for float64
+        data): which weights are exactly zero follows PyTorch's rounding in
+        it (:func:`pytorch_zero_pattern`).  The weights themselves are the
+        float64 coefficients, in float64, the kernel's accumulation type for
+        every dtype.
     sentinel : int, optional
         Index of a zero the kernel keeps after the row it gathers from.  When
         given, the table also holds the terms padded to the same count per
@@ -596,7 +600,7 @@ class AxisTerms:
     src : ndarray of int64
         Source point of each term.
     weight : ndarray
-        Weight of each term, in the accumulation type.
+        Weight of each term, in float64 (the accumulation type).
     nbytes : int
     """
 
@@ -656,7 +660,7 @@ def build_terms(key):
         # Targets are the output points, already in order, two terms each:
         # l0's, then l1's (the identity's backward is the same table).
         points = np.empty((n_out, 2), np.int64)
-        weight = np.empty((n_out, 2), dtype)
+        weight = np.empty((n_out, 2), np.float64)
         for start, x0, x1, l0, l1 in chunks:
             stop = start + x0.size
             points[start:stop, 0], points[start:stop, 1] = x0, x1
@@ -664,7 +668,7 @@ def build_terms(key):
         ptr = np.arange(0, 2 * n_out + 1, 2, dtype=np.int64)
         return AxisTerms(key, ptr, points.ravel(), weight.ravel())
     x0, x1 = np.empty(n_out, np.int64), np.empty(n_out, np.int64)
-    w0, w1 = np.empty(n_out, dtype), np.empty(n_out, dtype)
+    w0, w1 = np.empty(n_out, np.float64), np.empty(n_out, np.float64)
     for start, c0, c1, l0, l1 in chunks:
         stop = start + c0.size
         x0[start:stop], x1[start:stop], w0[start:stop], w1[start:stop] = c0, c1, l0, l1
@@ -695,7 +699,7 @@ def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop,
 
     Parameters are those of :func:`axis_table`; ``dtype`` matters because
     which point a weight falls on follows PyTorch's rounding in the
-    accumulation type (:func:`pytorch_zero_pattern`).  Every target has at
+    opmath type (:func:`pytorch_zero_pattern`).  Every target has at
     least one term, so the range is never empty.
     """
     return axis_terms(n_in, n_out, align_corners, scale, dtype, forward,
@@ -716,12 +720,12 @@ class AxisTable:
     ptr, src : ndarray of int64
         Gather form: target point ``i`` receives the terms
         ``ptr[i] <= t < ptr[i+1]``, each ``weight[t] * source[src[t]]``.
-    weight : ndarray of the accumulation type
+    weight : ndarray of float64
     width : int
         Terms per point of the padded table (0: not padded; the W pass
         walks the gather form).
     padded_src, padded_rel : ndarray of int32
-    padded_weight : ndarray of the accumulation type
+    padded_weight : ndarray of float64
         The padded table, blocked by ``W_BLOCK`` points, k-major in a block.
     window, block_window : ndarray of int32
     mode : ndarray of int8

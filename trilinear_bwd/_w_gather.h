@@ -711,69 +711,265 @@ TB_DEFINE_GATHER_ROWS(tb_gather_rows_f32, float, TB_OUT_F32)
 TB_DEFINE_GATHER_ROWS(tb_gather_rows_f16, uint16_t, TB_OUT_F16)
 TB_DEFINE_GATHER_ROWS(tb_gather_rows_bf16, uint16_t, TB_OUT_BF16)
 
-/* float64 rows: a gather per k (8 doubles per block). */
-static inline void tb_gather_f64_terms(double *restrict out, const double *restrict row,
-                                       const double *restrict weight,
-                                       const int32_t *restrict src, int64_t n, int64_t width,
-                                       int stream)
+/*
+ * float64 rows, the kernel's sums for every dtype (docs/numerics.md, "One
+ * rounding"): out[i] = sum_k w[i,k] * row[src[i,k]] over the same padded
+ * table, each sum rounded once to the target's dtype as it is stored
+ * (TB_OUT_F64: stored as it is).  AVX-512 holds a block's 8 sums in one
+ * vector and reads each k's 8 elements by a two-source permute (vpermt2pd)
+ * of the 16 elements from its window (TB_WINDOW8, TB_WINDOW16), two such
+ * permutes and a blend (TB_WINDOW32), one permute of the shared 8
+ * (block_window >= 0), or a gather; AVX2 takes two gathers of 4.  Lanes of
+ * padding read zeros, as the sentinel holds, so every path adds the same
+ * terms in the same order: the same bits.
+ */
+enum { TB_OUT_F64 = 3 };
+
+/* One sum to out[i], rounded once to the target's dtype. */
+TB_ALWAYS_INLINE void tb_out1_d(void *out, int64_t i, double a, int kind)
 {
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    /* Every block, the last one's tail stored under a mask (the padded
-     * table's sources are all valid indices). */
-    for (; i < n; i += 8) {
-        const double *w = weight + i * width;
-        const int32_t *s = src + i * width;
-        __m512d acc = _mm512_setzero_pd();
-        for (int64_t k = 0; k < width; ++k) {
-            const __m512d x = _mm512_i32gather_pd(_mm256_loadu_si256((const __m256i *)(s + 8 * k)),
-                                                  row, 8);
-            acc = _mm512_add_pd(acc, _mm512_mul_pd(_mm512_loadu_pd(w + 8 * k), x));
-        }
-        if (n - i < 8)
-            _mm512_mask_storeu_pd(out + i, (__mmask8)((1u << (n - i)) - 1u), acc);
-        else if (stream && ((uintptr_t)(out + i) & 15) == 0)
-            tb_stream_f64(out + i, acc);
-        else
-            _mm512_storeu_pd(out + i, acc);
-    }
-#elif defined(__AVX2__)
-    for (; i + 8 <= n; i += 8) {
-        const double *w = weight + i * width;
-        const int32_t *s = src + i * width;
-        __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-        for (int64_t k = 0; k < width; ++k) {
-            __m256d xl = _mm256_i32gather_pd(row, _mm_loadu_si128((const __m128i *)(s + 8 * k)), 8);
-            __m256d xh = _mm256_i32gather_pd(row, _mm_loadu_si128((const __m128i *)(s + 8 * k + 4)), 8);
-            lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k), xl));
-            hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k + 4), xh));
-        }
-        if (stream && ((uintptr_t)(out + i) & 15) == 0) {
-            _mm_stream_pd(out + i, _mm256_castpd256_pd128(lo));
-            _mm_stream_pd(out + i + 2, _mm256_extractf128_pd(lo, 1));
-            _mm_stream_pd(out + i + 4, _mm256_castpd256_pd128(hi));
-            _mm_stream_pd(out + i + 6, _mm256_extractf128_pd(hi, 1));
-        } else {
-            _mm256_storeu_pd(out + i, lo);
-            _mm256_storeu_pd(out + i + 4, hi);
-        }
-    }
-#endif
-    (void)stream;
-    for (; i < n; ++i) {
-        const int64_t base = (i / 8) * 8 * width + i % 8;
+    if (kind == TB_OUT_F64)
+        ((double *)out)[i] = a;
+    else if (kind == TB_OUT_F32)
+        ((float *)out)[i] = (float)a;
+    else
+        ((uint16_t *)out)[i] = kind == TB_OUT_F16 ? tb_double_to_half(a) : tb_double_to_bf16(a);
+}
+
+/* Points i .. i + n_valid - 1 of one block, one at a time (the portable
+ * path, and AVX2's last, partial block). */
+TB_ALWAYS_INLINE void tb_block_d_scalar(void *out, const double *restrict row,
+                                        const double *restrict w, const int32_t *restrict s,
+                                        int64_t i, int64_t n_valid, int64_t width, int kind)
+{
+    for (int64_t p = 0; p < n_valid; ++p) {
         double acc = 0.0;
         for (int64_t k = 0; k < width; ++k)
-            acc = acc + weight[base + 8 * k] * row[src[base + 8 * k]];
-        out[i] = acc;
+            acc = acc + w[8 * k + p] * row[s[8 * k + p]];
+        tb_out1_d(out, i + p, acc, kind);
     }
 }
 
-TB_ALWAYS_INLINE void tb_gather_f64(double *restrict out, const double *restrict row,
-                                    const tb_axis *ax, int stream)
+#if defined(__AVX512F__)
+/* tb_double_to_float_odd on 8 lanes: truncated, the last bit set where inexact. */
+TB_ALWAYS_INLINE __m256 tb_odd8(__m512d x)
 {
-    tb_gather_f64_terms(out, row, (const double *)ax->padded_weight, ax->padded_src,
-                        ax->n_target, ax->width, stream);
+    const __m256 t = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(t), x, _CMP_NEQ_OQ);
+    return _mm256_castsi256_ps(_mm256_mask_or_epi32(_mm256_castps_si256(t), inexact,
+                                                    _mm256_castps_si256(t),
+                                                    _mm256_set1_epi32(1)));
+}
+
+/* A block's 8 sums to out at element i, the first n_valid of them. */
+TB_ALWAYS_INLINE void tb_out_d8(void *out, int64_t i, __m512d a, int64_t n_valid, int stream,
+                                int kind)
+{
+    if (kind == TB_OUT_F64) {
+        double *dst = (double *)out + i;
+        if (n_valid < 8)
+            _mm512_mask_storeu_pd(dst, (__mmask8)((1u << n_valid) - 1u), a);
+        else if (stream && ((uintptr_t)dst & 15) == 0)
+            tb_stream_f64(dst, a);
+        else
+            _mm512_storeu_pd(dst, a);
+        return;
+    }
+    tb_out8(out, i, kind == TB_OUT_F32 ? _mm512_cvtpd_ps(a) : tb_odd8(a), n_valid, stream, kind);
+}
+
+/* One k of one block, set up once for all the rows. */
+typedef struct {
+    __m512d w;
+    __m512i idx;        /* offsets in the window (TB_WINDOW*), 64-bit */
+    __m256i src;        /* sources (TB_GATHER) */
+    __mmask8 valid, upper;
+    int mode;
+    int32_t at;
+} tb_term_d8;
+
+TB_ALWAYS_INLINE tb_term_d8 tb_term_d8_setup(const double *restrict w, const int32_t *restrict s,
+                                             const int32_t *restrict r,
+                                             const int32_t *restrict win,
+                                             const int8_t *restrict m, int32_t shared, int64_t k)
+{
+    tb_term_d8 t;
+    const __m256i rel = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
+    t.w = _mm512_loadu_pd(w + 8 * k);
+    t.idx = _mm512_cvtepi32_epi64(rel);
+    t.src = _mm256_loadu_si256((const __m256i *)(s + 8 * k));
+    t.valid = _mm256_cmpgt_epi32_mask(rel, _mm256_set1_epi32(-1));
+    t.upper = _mm256_cmpgt_epi32_mask(rel, _mm256_set1_epi32(15));
+    t.mode = shared >= 0 ? TB_WINDOW8 : m[k];
+    t.at = shared >= 0 ? shared : win[k];
+    return t;
+}
+
+TB_ALWAYS_INLINE __m512d tb_term_d8_read(const tb_term_d8 *t, const double *restrict row)
+{
+    if (t->mode == TB_GATHER)
+        return _mm512_i32gather_pd(t->src, row, 8);
+    const double *p = row + t->at;
+    const __m512d lo = _mm512_maskz_permutex2var_pd(t->valid, _mm512_loadu_pd(p), t->idx,
+                                                    _mm512_loadu_pd(p + 8));
+    if (t->mode != TB_WINDOW32)
+        return lo;
+    const __m512d hi = _mm512_maskz_permutex2var_pd(t->valid, _mm512_loadu_pd(p + 16), t->idx,
+                                                    _mm512_loadu_pd(p + 24));
+    return _mm512_mask_blend_pd(t->upper, lo, hi);
+}
+
+TB_ALWAYS_INLINE void tb_gather_rows_d_body(void *out, int64_t out_stride,
+                                            const double *restrict rows, int64_t row_stride,
+                                            int64_t n_rows, const tb_axis *ax, int stream,
+                                            int kind, int64_t width)
+{
+    const double *weight = (const double *)ax->padded_weight;
+    const int64_t n = ax->n_target;
+    for (int64_t i = 0, b = 0; i < n; i += 8, ++b) {
+        const int64_t n_valid = n - i < 8 ? n - i : 8;
+        const double *w = weight + i * width;
+        const int32_t *s = ax->padded_src + i * width, *r = ax->padded_rel + i * width;
+        const int32_t *win = ax->window + b * width;
+        const int8_t *m = ax->mode + b * width;
+        const int32_t shared = ax->block_window[b];
+        if (width <= TB_ROWS_MAX_WIDTH) {
+            tb_term_d8 t[TB_ROWS_MAX_WIDTH];
+            for (int64_t k = 0; k < width; ++k)
+                t[k] = tb_term_d8_setup(w, s, r, win, m, shared, k);
+            for (int64_t y = 0; y < n_rows; ++y) {
+                const double *row = rows + y * row_stride;
+                __m512d acc = _mm512_setzero_pd();
+                for (int64_t k = 0; k < width; ++k)
+                    acc = _mm512_add_pd(acc, _mm512_mul_pd(t[k].w, tb_term_d8_read(&t[k], row)));
+                tb_out_d8(out, y * out_stride + i, acc, n_valid, stream, kind);
+            }
+        } else {
+            for (int64_t y = 0; y < n_rows; ++y) {
+                const double *row = rows + y * row_stride;
+                __m512d acc = _mm512_setzero_pd();
+                for (int64_t k = 0; k < width; ++k) {
+                    const tb_term_d8 t = tb_term_d8_setup(w, s, r, win, m, shared, k);
+                    acc = _mm512_add_pd(acc, _mm512_mul_pd(t.w, tb_term_d8_read(&t, row)));
+                }
+                tb_out_d8(out, y * out_stride + i, acc, n_valid, stream, kind);
+            }
+        }
+    }
+}
+#elif defined(__AVX2__)
+/* tb_double_to_float_odd on 4 lanes: rounded to nearest, stepped back toward
+ * zero where that went away from it, the last bit set where inexact. */
+TB_ALWAYS_INLINE __m128 tb_odd4(__m256d x)
+{
+    const __m128 f = _mm256_cvtpd_ps(x);
+    const __m256d back = _mm256_cvtps_pd(f);
+    const __m256d sign = _mm256_set1_pd(-0.0);
+    const __m256d away = _mm256_cmp_pd(_mm256_andnot_pd(sign, back), _mm256_andnot_pd(sign, x),
+                                       _CMP_GT_OQ);
+    const __m256d inexact = _mm256_cmp_pd(back, x, _CMP_NEQ_OQ);
+    /* The 64-bit masks' low halves, as 4 lanes of 32 bits. */
+    const __m256i low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    const __m128i aw = _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(away), low));
+    const __m128i ix = _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(_mm256_castpd_si256(inexact), low));
+    const __m128i u = _mm_add_epi32(_mm_castps_si128(f), aw);     /* -1 where away */
+    return _mm_castsi128_ps(_mm_or_si128(u, _mm_and_si128(ix, _mm_set1_epi32(1))));
+}
+
+/* A full block's 8 sums, two vectors of 4, to out at element i. */
+TB_ALWAYS_INLINE void tb_out_d8(void *out, int64_t i, __m256d lo, __m256d hi, int stream,
+                                int kind)
+{
+    if (kind == TB_OUT_F64) {
+        double *dst = (double *)out + i;
+        if (stream && ((uintptr_t)dst & 15) == 0) {
+            tb_stream_f64(dst, lo);
+            tb_stream_f64(dst + 4, hi);
+        } else {
+            _mm256_storeu_pd(dst, lo);
+            _mm256_storeu_pd(dst + 4, hi);
+        }
+        return;
+    }
+    const __m256 f = kind == TB_OUT_F32 ? _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo))
+                                        : _mm256_set_m128(tb_odd4(hi), tb_odd4(lo));
+    tb_out8(out, i, f, 8, stream, kind);
+}
+
+TB_ALWAYS_INLINE void tb_gather_rows_d_body(void *out, int64_t out_stride,
+                                            const double *restrict rows, int64_t row_stride,
+                                            int64_t n_rows, const tb_axis *ax, int stream,
+                                            int kind, int64_t width)
+{
+    const double *weight = (const double *)ax->padded_weight;
+    const int64_t n = ax->n_target;
+    for (int64_t i = 0; i < n; i += 8) {
+        const double *w = weight + i * width;
+        const int32_t *s = ax->padded_src + i * width;
+        for (int64_t y = 0; y < n_rows; ++y) {
+            const double *row = rows + y * row_stride;
+            if (n - i < 8) {
+                tb_block_d_scalar((char *)out + y * out_stride * (kind == TB_OUT_F64 ? 8
+                                  : kind == TB_OUT_F32 ? 4 : 2), row, w, s, i, n - i, width,
+                                  kind);
+                continue;
+            }
+            __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+            for (int64_t k = 0; k < width; ++k) {
+                const __m256d xl = _mm256_i32gather_pd(row, _mm_loadu_si128((const __m128i *)(s + 8 * k)), 8);
+                const __m256d xh = _mm256_i32gather_pd(row, _mm_loadu_si128((const __m128i *)(s + 8 * k + 4)), 8);
+                lo = _mm256_add_pd(lo, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k), xl));
+                hi = _mm256_add_pd(hi, _mm256_mul_pd(_mm256_loadu_pd(w + 8 * k + 4), xh));
+            }
+            tb_out_d8(out, y * out_stride + i, lo, hi, stream, kind);
+        }
+    }
+}
+#else
+TB_ALWAYS_INLINE void tb_gather_rows_d_body(void *out, int64_t out_stride,
+                                            const double *restrict rows, int64_t row_stride,
+                                            int64_t n_rows, const tb_axis *ax, int stream,
+                                            int kind, int64_t width)
+{
+    const int64_t esize = kind == TB_OUT_F64 ? 8 : kind == TB_OUT_F32 ? 4 : 2;
+    (void)stream;
+    for (int64_t i = 0; i < ax->n_target; i += 8) {
+        const int64_t n_valid = ax->n_target - i < 8 ? ax->n_target - i : 8;
+        for (int64_t y = 0; y < n_rows; ++y)
+            tb_block_d_scalar((char *)out + y * out_stride * esize, rows + y * row_stride,
+                              (const double *)ax->padded_weight + i * width,
+                              ax->padded_src + i * width, i, n_valid, width, kind);
+    }
+}
+#endif
+
+/* The channels-first W pass of n_rows float64 rows (row_stride apart; each
+ * with its zero sentinel and 32 readable elements after it) over the padded
+ * table, into n_rows target rows out_stride elements apart of the target's
+ * kind (TB_OUT_*), each sum rounded once.  One copy per kind. */
+static inline void tb_gather_rows_d(void *out, int64_t out_stride, const double *restrict rows,
+                                    int64_t row_stride, int64_t n_rows, const tb_axis *ax,
+                                    int stream, int kind)
+{
+    switch (kind) {
+    case TB_OUT_F64:
+        tb_gather_rows_d_body(out, out_stride, rows, row_stride, n_rows, ax, stream, TB_OUT_F64,
+                              ax->width);
+        return;
+    case TB_OUT_F32:
+        tb_gather_rows_d_body(out, out_stride, rows, row_stride, n_rows, ax, stream, TB_OUT_F32,
+                              ax->width);
+        return;
+    case TB_OUT_F16:
+        tb_gather_rows_d_body(out, out_stride, rows, row_stride, n_rows, ax, stream, TB_OUT_F16,
+                              ax->width);
+        return;
+    default:
+        tb_gather_rows_d_body(out, out_stride, rows, row_stride, n_rows, ax, stream, TB_OUT_BF16,
+                              ax->width);
+    }
 }
 
 #endif

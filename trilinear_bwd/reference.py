@@ -80,11 +80,14 @@ def _corners(n_in, n_out, align_corners, scale, opmath, storage=None):
     return [(c[:, 0].astype(np.int64), c[:, 2]), (c[:, 1].astype(np.int64), c[:, 3])]
 
 
-def _eight_corners(spatial_in, spatial_out, align_corners, scales, opmath, storage=None):
-    """For each of the 8 corners: input indices (a, b, e) and weights, as
-    arrays broadcast over the output grid (oD, oH, oW)."""
+def _eight_corners(spatial_in, spatial_out, align_corners, scales, opmath, storage=None,
+                   precision=np.float64):
+    """For each of the 8 corners: input indices (a, b, e) and weights (their
+    float64 values multiplied in ``precision``), as arrays broadcast over the
+    output grid (oD, oH, oW)."""
     cd, ch, cw = (_corners(int(i), int(o), align_corners, s, opmath, storage)
                   for i, o, s in zip(spatial_in, spatial_out, scales))
+    cd, ch, cw = ([(i, w.astype(precision)) for i, w in axis] for axis in (cd, ch, cw))
     for a, wa in cd:
         for b, wb in ch:
             for e, we in cw:
@@ -93,8 +96,8 @@ def _eight_corners(spatial_in, spatial_out, align_corners, scales, opmath, stora
 
 
 def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
-             opmath=None):
-    """The backward of trilinear upsampling, summed voxel by voxel in float64.
+             opmath=None, precision=np.float64):
+    """The backward of trilinear upsampling, summed voxel by voxel in float64 (or ``precision``).
 
     Parameters
     ----------
@@ -106,10 +109,16 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
     opmath : {numpy.float64, numpy.float32}, optional
         See :func:`source_coefficients`; by default that of ``grad_out``'s
         dtype (pass it when ``grad_out`` was widened from another dtype).
+    precision : {numpy.float64, numpy.longdouble}
+        The type the products of the (float64) weights and the data are
+        formed and summed in: ``numpy.longdouble`` (64 significant bits on
+        x86-64, 113 on aarch64 Linux) makes the result the exact value to
+        well within the kernels' bound, to test that bound itself
+        (``docs/numerics.md``, "One rounding"); slower.
 
     Returns
     -------
-    ndarray of float64, shape ``input_size``
+    ndarray of ``precision``, shape ``input_size``
         ``grad_input[n, c, a, b, e] = sum over (x, y, z) of
         grad_out[n, c, x, y, z] * wD(x -> a) * wH(y -> b) * wW(z -> e)``.
     """
@@ -120,35 +129,42 @@ def backward(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
     _, _, id_, ih, iw = (int(v) for v in input_size)
     slices = n * c
     g = g.reshape(slices, od * oh * ow)
-    result = np.zeros((slices, id_ * ih * iw))
+    result = np.zeros((slices, id_ * ih * iw), precision)
+    wide = np.dtype(precision) != np.float64
+    if wide:
+        g = g.astype(precision)
     for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales,
-                                          opmath):
+                                          opmath, precision=precision):
         target = ((a * ih + b) * iw + e).ravel()
         for s in range(slices):
-            result[s] += np.bincount(target, weights=g[s] * weight.ravel(),
-                                     minlength=id_ * ih * iw)
+            if wide:  # (np.bincount sums in float64 only)
+                np.add.at(result[s], target, g[s] * weight.ravel())
+            else:
+                result[s] += np.bincount(target, weights=g[s] * weight.ravel(),
+                                         minlength=id_ * ih * iw)
     return result.reshape(n, c, id_, ih, iw)
 
 
 def forward(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0), opmath=None,
-            storage=None):
-    """Trilinear upsampling of ``x`` (N, C, iD, iH, iW) to ``output_size``, in float64.
+            storage=None, precision=np.float64):
+    """Trilinear upsampling of ``x`` (N, C, iD, iH, iW) to ``output_size``, in float64 (or ``precision``).
 
     The adjoint of :func:`backward` (with the same ``opmath``, and no
     ``storage``): for any ``x`` and ``g``, ``sum(forward(x) * g) ==
     sum(x * backward(g))`` up to rounding.  ``opmath`` and ``storage``
     (:func:`source_coefficients`) default to those of ``x``'s dtype; pass
-    them when ``x`` was widened from another dtype.
+    them when ``x`` was widened from another dtype.  ``precision`` as for
+    :func:`backward`.
     """
     x = np.asarray(x)
     if opmath is None:
         opmath, storage = opmath_of(x.dtype), x.dtype
-    x = x.astype(np.float64)
+    x = x.astype(np.float64).astype(precision)
     n, c, id_, ih, iw = x.shape
     od, oh, ow = (int(v) for v in output_size)
-    out = np.zeros((n, c, od, oh, ow))
+    out = np.zeros((n, c, od, oh, ow), precision)
     for a, b, e, weight in _eight_corners((id_, ih, iw), (od, oh, ow), align_corners, scales,
-                                          opmath, storage):
+                                          opmath, storage, precision):
         out += x[:, :, a, b, e] * weight
     return out
 
@@ -175,17 +191,53 @@ def ulp(x, dtype):
     return np.exp2(np.maximum(e, emin) - (bits - 1))
 
 
-def error_bound(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
-                dtype=np.float32):
-    """A rigorous first-order bound on the kernel's error against :func:`backward`.
+def _terms_per_point(n_in, n_out, align_corners, scale, opmath, backward):
+    """The most terms one target point of the axis sums (the ``m`` of the bound)."""
+    if not backward:
+        return 2
+    counts = np.zeros(int(n_in), dtype=np.int64)
+    for x0, x1, _, _ in source_coefficients(int(n_in), n_out, align_corners, scale, opmath):
+        counts[x0] += 1
+        counts[x1] += 1
+    return int(counts.max())
 
-    Each of the three passes sums at most ``m`` products in the accumulation
-    type, with weights rounded to that type, so each output element is within
-    ``(mD + mH + mW + 6) * u`` of the exact value, relative to the same
-    backward applied to ``|grad_out|`` (``u`` is the unit roundoff of the
-    accumulation type, ``m`` the longest sum on an axis).  For float16 and
-    bfloat16 results, rounded once at the end, one ulp of the storage type
-    at the exact value is added.
+
+def _bound(exact_abs, magnitudes, terms, corners, dtype, precision):
+    """``|result - reference(precision)|`` at most: see :func:`error_bound`."""
+    name = np.dtype(dtype).name
+    u = 2.0 ** -53
+    # The kernel: every product and sum in float64, K = terms + 6 units of
+    # 2**-53 of the terms' magnitudes (the weights of the reference and of
+    # the kernel's tables may differ in their last bit: 3 units), and an
+    # absolute unit for products below float64's normal range (the TINY
+    # weights of _tables.pytorch_zero_pattern times tiny data).
+    kernel = (terms + 6) * (u * magnitudes + float(np.finfo(np.float64).smallest_subnormal))
+    if name != "float64":
+        # ... then one rounding to the result's dtype.
+        kernel = kernel + 0.5 * ulp(exact_abs + kernel, name)
+    # The reference's own error: products of four numbers and sums of up to
+    # `corners` of them, in `precision`.
+    r = float(np.finfo(precision).eps) / 2
+    return kernel + (corners + 3) * (r * magnitudes + float(np.finfo(precision).smallest_subnormal))
+
+
+def error_bound(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0),
+                dtype=np.float32, precision=np.float64):
+    """A rigorous bound on the kernel's error against :func:`backward` in ``precision``.
+
+    The kernel sums in float64 for every dtype, axis by axis, each target
+    point's ``m`` products of an axis in order, and rounds each result once
+    to its dtype.  Against the exact value (the float64 weights applied to
+    the data, summed exactly), each element is therefore within
+
+        ``(mD + mH + mW + 6) * 2**-53 * |B|(|grad_out|)``
+
+    before that rounding, and within half an ulp of its dtype more after it
+    (``docs/numerics.md``, "One rounding"), where ``m`` is the longest sum
+    of an axis and ``|B|(|grad_out|)`` the backward of ``|grad_out|``, the
+    sum of the terms' magnitudes.  Added to it: the reference's own error in
+    ``precision`` (products of four numbers, sums of up to ``mD * mH * mW``
+    terms), which ``numpy.longdouble`` makes small beside it.
 
     Parameters
     ----------
@@ -193,60 +245,49 @@ def error_bound(grad_out, input_size, align_corners=False, scales=(0.0, 0.0, 0.0
         As for :func:`backward`.
     dtype : dtype
         The storage type of the result (float32, float64, float16, bfloat16).
+    precision : {numpy.float64, numpy.longdouble}
+        That of the reference the result is compared with.
 
     Returns
     -------
     ndarray of float64, shape ``input_size``
     """
-    name = np.dtype(dtype).name
-    acc = opmath_of(dtype)
-    u = np.finfo(acc).eps / 2
+    opmath = opmath_of(dtype)
     od, oh, ow = np.shape(grad_out)[2:]
-    terms = 0
-    for k, (n_in, n_out) in enumerate(zip(input_size[2:], (od, oh, ow))):
-        counts = np.zeros(int(n_in), dtype=np.int64)
-        for x0, x1, _, _ in source_coefficients(int(n_in), n_out, align_corners, scales[k],
-                                                acc):
-            counts[x0] += 1
-            counts[x1] += 1
-        terms += int(counts.max())
+    ms = [_terms_per_point(n_in, n_out, align_corners, scales[k], opmath, True)
+          for k, (n_in, n_out) in enumerate(zip(input_size[2:], (od, oh, ow)))]
     g = np.asarray(grad_out).astype(np.float64)
-    bound = (terms + 6) * u * backward(np.abs(g), input_size, align_corners, scales, acc)
-    # Products too small for a normal number of the accumulation type (the
-    # TINY weights of _tables.pytorch_zero_pattern) carry an absolute error.
-    bound = bound + (terms + 6) * float(np.finfo(acc).smallest_subnormal)
-    if name in ("float16", "bfloat16"):
-        bound = bound + ulp(backward(g, input_size, align_corners, scales, acc), name)
-    return bound
+    magnitudes = backward(np.abs(g), input_size, align_corners, scales, opmath).astype(np.float64)
+    exact_abs = np.abs(backward(g, input_size, align_corners, scales, opmath, precision))
+    return _bound(exact_abs.astype(np.float64), magnitudes, sum(ms), ms[0] * ms[1] * ms[2],
+                  dtype, precision)
 
 
-def forward_error_bound(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0)):
-    """A first-order bound on the forward kernel's error against :func:`forward`.
+def forward_error_bound(x, output_size, align_corners=False, scales=(0.0, 0.0, 0.0),
+                        precision=np.float64):
+    """A rigorous bound on the forward kernel's error against :func:`forward` in ``precision``.
 
-    The forward sums two terms per axis in three passes, in the accumulation
-    type with weights rounded to it, so each output element is within
-    ``12 * u`` of the same forward applied to ``|x|`` (``u`` the unit
-    roundoff of the accumulation type), plus 12 of that type's smallest
-    subnormal for products too small for a normal number (the tiny weights
-    of PyTorch's zero pattern).  For float16 and bfloat16 results, rounded
-    once at the end, one ulp of the storage type at the exact value is
-    added (``docs/numerics.md``, "The forward").
+    As :func:`error_bound`, with two terms a point on each axis:
+    ``(2 + 2 + 2 + 6) * 2**-53`` of the forward of ``|x|``, then half an ulp
+    of the result's dtype (``docs/numerics.md``, "One rounding"), plus the
+    reference's own error (sums of 8 products).
 
     Parameters
     ----------
     x, output_size, align_corners, scales
         As for :func:`forward`; ``x`` in its storage dtype.
+    precision : {numpy.float64, numpy.longdouble}
+        That of the reference the result is compared with.
 
     Returns
     -------
     ndarray of float64, shape ``(N, C) + output_size``
     """
     x = np.asarray(x)
-    acc = opmath_of(x.dtype)
-    u = np.finfo(acc).eps / 2
     with np.errstate(invalid="ignore"):  # 0 * Inf is NaN, as it should be
-        bound = 12 * u * forward(np.abs(x), output_size, align_corners, scales)
-        bound = bound + 12 * float(np.finfo(acc).smallest_subnormal)
-        if x.dtype.name in ("float16", "bfloat16"):
-            bound = bound + ulp(forward(x, output_size, align_corners, scales), x.dtype)
-    return bound
+        magnitudes = forward(np.abs(x), output_size, align_corners, scales).astype(np.float64)
+        exact_abs = np.abs(forward(x, output_size, align_corners, scales,
+                                   precision=precision)).astype(np.float64)
+        return _bound(exact_abs, magnitudes, 6, 8, x.dtype, precision)
+
+
