@@ -8,7 +8,9 @@ file beside the target, renamed over it once complete: a failed write
 leaves no half-written file.
 """
 
+import json
 import os
+import sys
 import uuid
 
 from ._errors import GoldenFileError
@@ -108,3 +110,19 @@ def write_atomically(path, write, label=None):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def load_json(file, path):
+    """``json.load(file)``; a document nested too deep to read is a :class:`GoldenFileError`.
+
+    JSON of any depth is valid JSON, and Python's reader stops at its
+    recursion limit with a ``RecursionError``; no file the workbench reads
+    (a manifest, an ATK case file) nests more than a few levels.  Other
+    failures (``ValueError``, ``OSError``) are left to the caller, which
+    words them for its file.
+    """
+    try:
+        return json.load(file)
+    except RecursionError:
+        raise GoldenFileError(f"{os.fspath(path)}: unreadable (arrays or objects nested deeper "
+                              f"than {sys.getrecursionlimit()} levels)") from None
