@@ -434,9 +434,9 @@ def test_regenerating_is_refused_then_replaces_what_the_old_manifest_listed(tmp_
                              "--replace", "--no-progress"], capsys)
     assert (status, err) == (0, "")
     assert out.splitlines()[:2] == [
-        f"replaced the earlier set (69 cases): removed {1 + 3 * 69 + 69} files its manifest "
-        f"lists (and their results)",
-        f"{d}: 1 files no earlier manifest lists were left in place"]
+        f"replaced the earlier set (69 cases): removed manifest.json, its {3 * 69} case files "
+        f"and 69 results",
+        f"{d}: 1 file no manifest lists was left in place: notes.txt"]
     new = golden.read_manifest(d)
     assert sorted(os.listdir(d)) == sorted(
         ["manifest.json", "notes.txt"] + [c[f] for c in new["cases"]
@@ -453,14 +453,22 @@ def test_replace_needs_a_readable_old_manifest_and_keeps_unlisted_files(tmp_path
                            "--no-progress"], capsys)
     assert status == 2 and "the earlier set's manifest cannot be read" in err
     assert os.listdir(d) == ["manifest.json"]
-    # An interrupted generation: files, no manifest.  Nothing is removed, and that is said.
+    # A killed generation's files, no manifest: nothing lists them, so none is
+    # overwritten (issue 54): refused, naming the one in the way, nothing removed.
     os.remove(d / "manifest.json")
     (d / "c00000.input.bin").write_bytes(b"\0" * 4)
     (d / "c00007.input.bin").write_bytes(b"\0" * 4)
     status, out, err = _run(["generate", d, "--cases", "1", "--no-special", "--replace",
                              "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    assert f"{d / 'c00000.input.bin'}: a file no earlier manifest lists" in err
+    assert (d / "c00000.input.bin").read_bytes() == b"\0" * 4
+    os.remove(d / "c00000.input.bin")
+    status, out, err = _run(["generate", d, "--cases", "1", "--no-special", "--replace",
+                             "--no-progress"], capsys)
     assert (status, err) == (0, "")
-    assert out.splitlines()[0] == f"{d}: 2 files no earlier manifest lists were left in place"
+    assert out.splitlines()[0] == f"{d}: 1 file no manifest lists was left in place: " \
+                                  f"c00007.input.bin"
     assert (d / "c00007.input.bin").exists()
 
 
@@ -694,3 +702,106 @@ def test_a_case_failing_by_small_value_errors_shows_them(tmp_path, capsys):
     assert shown == [tuple(int(v) for v in small[k]) for k in (2, 1, 0)]
     report = golden.compare(d, wrong, reference=a)
     assert [w["index"] for w in report.failed[0]["worst_small"]] == shown
+
+
+# ------------------------------------------------------------ regenerating stays in its folders
+
+
+def _tree(*roots):
+    """Every entry under ``roots``: (path, kind, bytes or link target), links not followed."""
+    seen = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            for name in sorted(dirs + files):
+                path = os.path.join(folder, name)
+                if os.path.islink(path):
+                    seen.append((path, "link", os.readlink(path)))
+                elif os.path.isfile(path):
+                    seen.append((path, "file", pathlib.Path(path).read_bytes()))
+                else:
+                    seen.append((path, "dir", None))
+    return sorted(seen)
+
+
+# Where an unlisted thing sits: the set's folder or the results', and its name.
+UNLISTED_PLACES = [("set", "c00001.input.bin"), ("set", "c00001.golden.float16.bin"),
+                   ("set", "c00000.golden.bin"), ("results", "c00001.actual.bin"),
+                   ("set", "manifest.json")]
+UNLISTED_KINDS = ["link outside", "dangling link", "file", "folder"]
+
+
+@pytest.mark.parametrize("where, name, kind", [
+    (w, n, k) for (w, n) in UNLISTED_PLACES for k in UNLISTED_KINDS
+    # A regular file under a name the earlier manifest lists is that set's
+    # file as far as anyone can tell: --replace removes it, as documented.
+    if (n, k) != ("c00000.golden.bin", "file")])
+def test_replace_never_writes_through_a_link_nor_over_a_file_it_did_not_write(
+        tmp_path, capsys, where, name, kind):
+    """The class (issue 54 item 3): generate writes and removes only inside its folders,
+    never through a link, never a file it did not write, and says what it did."""
+    d, a, outside = tmp_path / "set", tmp_path / "results", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.bin").write_bytes(b"precious")
+    one = ["--input-size", "1,1,2,2,2", "--output-size", "4,4,4", "--no-progress",
+           "--write-actual", a]
+    assert _run(["generate", d, "--dtype", "float32"] + one, capsys)[0] == 0
+    place = (d if where == "set" else a) / name
+    if name == "manifest.json" or (name == "c00000.golden.bin"):
+        # A name the earlier manifest lists, replaced by something it did not write.
+        os.remove(place)
+    if kind == "link outside":
+        os.symlink(os.path.join("..", "outside", "victim.bin"), place)
+    elif kind == "dangling link":
+        os.symlink(os.path.join("..", "outside", "nothing.bin"), place)
+    elif kind == "file":
+        place.write_bytes(b"mine")
+    else:
+        place.mkdir()
+    before = _tree(tmp_path)
+    status, out, err = _run(["generate", d, "--dtype", "float32", "--dtype", "float16",
+                             "--replace"] + one, capsys)
+    assert status == 2 and out == "", (out, err)
+    assert name in err and "Traceback" not in err, err
+    # Refused before anything was removed or written: every entry as it was.
+    assert _tree(tmp_path) == before
+
+
+def test_replace_says_exactly_what_it_removed_and_kept(tmp_path, capsys):
+    d, a = tmp_path / "set", tmp_path / "results"
+    one = ["--input-size", "1,1,2,2,2", "--output-size", "4,4,4", "--no-progress",
+           "--write-actual", a]
+    assert _run(["generate", d, "--dtype", "float32", "--dtype", "float16"] + one,
+                capsys)[0] == 0
+    (d / "notes.txt").write_text("mine")
+    (a / "c00007.actual.bin").write_bytes(b"mine")
+    os.remove(d / "c00001.golden.bin")           # listed, already gone
+    status, out, err = _run(["generate", d, "--dtype", "float32", "--replace"] + one, capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[:3] == [
+        "replaced the earlier set (2 cases): removed manifest.json, 5 of its 6 case files "
+        "(1 listed was not there or not a file) and 2 results",
+        f"{d}: 1 file no manifest lists was left in place: notes.txt",
+        f"{a}: 1 file no manifest lists was left in place: c00007.actual.bin"]
+    assert (d / "notes.txt").read_text() == "mine"
+    assert (a / "c00007.actual.bin").read_bytes() == b"mine"
+
+
+def test_a_failed_generation_removes_only_what_it_wrote(tmp_path, monkeypatch):
+    from trilinear_bwd.golden import _generate
+
+    d = tmp_path / "set"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    real, calls = _generate.golden, []
+
+    def failing(case, x):
+        calls.append(case["id"])
+        if len(calls) == 2:
+            raise MemoryError("out of memory in the second case")
+        return real(case, x)
+
+    monkeypatch.setattr(_generate, "golden", failing)
+    with pytest.raises(MemoryError):
+        golden.generate(d, input_size=(1, 1, 2, 2, 2), output_size=(4, 4, 4),
+                        dtypes=["float32", "float16"], replace=True)
+    assert os.listdir(d) == ["notes.txt"] and (d / "notes.txt").read_text() == "mine"
