@@ -805,3 +805,37 @@ def test_a_failed_generation_removes_only_what_it_wrote(tmp_path, monkeypatch):
         golden.generate(d, input_size=(1, 1, 2, 2, 2), output_size=(4, 4, 4),
                         dtypes=["float32", "float16"], replace=True)
     assert os.listdir(d) == ["notes.txt"] and (d / "notes.txt").read_text() == "mine"
+
+
+# ------------------------------------------------------------ ids that leave the folder
+
+BAD_IDS = ["../escape", "/tmp/abs", "a/b", "..", ".hidden", "", "x\0y", "a\\b", None, 5,
+           ["c00000"]]
+
+
+@pytest.mark.parametrize("ident", BAD_IDS, ids=[repr(i) for i in BAD_IDS])
+def test_every_entry_point_turning_an_id_into_a_path_checks_it_as_read_case_does(
+        generated, tmp_path, ident):
+    """The class (issue 54 item 4): read_case, write_result and read_result, given a case
+    dict or an NpuCase, refuse an id that is not a plain name, with the same words."""
+    import dataclasses
+
+    d, _, manifest = generated
+    entry = dict(manifest["cases"][0], id=ident)
+    case = dataclasses.replace(golden.read_case(d, manifest["cases"][0]), id=ident)
+    npu = tmp_path / "npu" / "deeper"
+    out = case.empty_result()
+    before = _tree(tmp_path)
+    words = []
+    for call in (lambda: golden.read_case(d, entry),
+                 lambda: golden.write_result(npu, entry, out),
+                 lambda: golden.write_result(npu, case, out),
+                 lambda: golden.read_result(npu, entry),
+                 lambda: golden.read_result(npu, case)):
+        with pytest.raises(golden.GoldenFileError) as info:
+            call()
+        line = [p for p in info.value.problems if ": id: " in p]
+        assert line, info.value.problems
+        words.append(line[0].split(": id: ", 1)[1])
+    assert len(set(words)) == 1, words             # one check, one wording
+    assert _tree(tmp_path) == before               # nothing made, nothing written

@@ -11,14 +11,14 @@ writes them.
 
 import json
 import os
-import re
 
+from .._operator import MAX_DIM
 from ._cases import DISTRIBUTIONS, FORMATS, OPS, SPECIAL_VALUES, is_finite
 from ._dtypes import DTYPES, GOLDEN_DTYPE
 from ._errors import GoldenFileError, shown as _shown
 from ._paths import input_dir, load_json, write_atomically
+from ._paths import plain_name_problem as _plain_name
 from ._run import refusal
-from .._operator import MAX_DIM
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -26,9 +26,6 @@ BYTE_ORDER = "little"
 # The largest size a shape's element may hold: the operator's per-dimension
 # limit (the CANN call refuses more, by name).
 MAX_SIZE = MAX_DIM
-# A case's id and its files' names: plain names inside the set's folder (no
-# separator, no leading dot), so a manifest cannot point outside it.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\Z")
 
 
 def _is_int(v):
@@ -103,15 +100,6 @@ def _sequence(axes, integer):
 
 _shape = _sequence("NCDHW", integer=True)
 _scales = _sequence(("scalesD", "scalesH", "scalesW"), integer=False)
-
-
-def _plain_name(v):
-    if not isinstance(v, str):
-        return f"must be a string, got {_shown(v)}"
-    if not _PLAIN_NAME.match(v):
-        return (f"must be a plain file name (letters, digits, '_', '.', '+', '-'; no folder, "
-                f"no leading dot), got {_shown(v)}")
-    return None
 
 
 # The rule's optional keys beside its law's parameters.
