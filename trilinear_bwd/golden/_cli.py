@@ -156,6 +156,8 @@ def main(argv):
             sys.stderr.write(f"{prog}: {len(exc.problems)} problems; nothing was "
                              f"{'written' if args.verb == 'generate' else 'judged'}\n")
         return exc.exit_status
+    except BrokenPipeError:
+        raise  # the reader of the output left: no bug (``_pipes``, around the entry point)
     except Exception:  # a bug of the workbench: never mistaken for a verdict (0 or 1)
         traceback.print_exc()
         sys.stderr.write(f"{prog}: internal error (exit status {INTERNAL_ERROR}): the traceback "
