@@ -336,7 +336,11 @@ def test_every_bad_file_is_reported_then_nothing_judged(generated, tmp_path, cap
     status, out, err = _run(["compare", d, "--actual", copy, "--standard", "mixed",
                              "--no-progress"], capsys)
     lines = err.strip().splitlines()
-    assert status == 2 and out == "" and len(lines) == 4
+    assert status == 2 and out == "" and len(lines) == 5
+    # After the problems, a note on the way out for missing results (issue 55).
+    assert lines[4] == (f"{PROG} compare: note: 2 results missing from {copy}: --present "
+                        f"judges the {len(manifest['cases']) - 2} cases whose result is there "
+                        f"(in Python: present=True)")
     assert lines[0] == (f"{PROG} compare: error: case {ids[0]}: missing "
                         f"{copy / ids[0]}.actual.bin (the result)")
     assert lines[1].endswith(f"case {ids[1]}: missing {copy / ids[1]}.actual.bin (the result)")
@@ -348,7 +352,7 @@ def test_every_bad_file_is_reported_then_nothing_judged(generated, tmp_path, cap
         golden.compare(d, copy, standard="mixed")
     assert len(exc.value.problems) == 3 and exc.value.exit_status == 2
     assert not isinstance(exc.value, InvalidArgumentError) and isinstance(exc.value, ValueError)
-    assert str(exc.value) == "\n".join(exc.value.problems)
+    assert str(exc.value) == "\n".join(exc.value.problems + [exc.value.hint])
 
 
 # ------------------------------------------------------------ 5. options that do nothing
@@ -839,3 +843,104 @@ def test_every_entry_point_turning_an_id_into_a_path_checks_it_as_read_case_does
         words.append(line[0].split(": id: ", 1)[1])
     assert len(set(words)) == 1, words             # one check, one wording
     assert _tree(tmp_path) == before               # nothing made, nothing written
+
+
+# ------------------------------------------------------------ an interrupted NPU run (issue 55)
+
+
+@pytest.fixture
+def interrupted(tmp_path, capsys):
+    """A 6-case set whose results stop after c00002 (an NPU run cut short)."""
+    d, a = tmp_path / "set", tmp_path / "npu"
+    assert _run(["generate", d, "--input-size", "1,1,2,2,2", "--output-size", "4,4,4",
+                 "--dtype", "float32", "--dtype", "float16", "--format", "NCDHW", "--format",
+                 "NDHWC", "--write-actual", a, "--no-progress"], capsys)[0] == 0
+    ids = [c["id"] for c in golden.read_manifest(d)["cases"]]
+    assert len(ids) == 4
+    for ident in ids[2:]:
+        os.remove(a / f"{ident}.actual.bin")
+    return d, a, ids
+
+
+def test_compare_without_options_names_the_missing_results_and_the_way_out(interrupted, capsys):
+    d, a, ids = interrupted
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed",
+                             "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    assert all(f"case {i}: missing" in err for i in ids[2:]), err
+    assert "--present judges the 2 cases whose result is there" in err, err
+
+
+def test_present_judges_the_cases_an_interrupted_run_wrote_and_says_what_is_missing(
+        interrupted, tmp_path, capsys):
+    d, a, ids = interrupted
+    report = tmp_path / "report.json"
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed", "--present",
+                             "--json", report, "--no-progress"], capsys)
+    assert (status, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[0].startswith("mixed tolerance standard (single benchmark): 2 cases, "
+                               "2 passed, 0 failed -> PASS")
+    assert lines[1] == (f"  not judged: 2 of the set's 4 cases have no result in {a} "
+                        f"({ids[2]}, {ids[3]}); this verdict covers the 2 judged")
+    saved = json.loads(report.read_text())
+    assert saved["cases_total"] == 2 and saved["cases_in_set"] == 4
+    assert saved["cases_missing"] == ids[2:]
+    assert [c["id"] for c in saved["cases"]] == ids[:2]
+    r = golden.compare(d, a, standard="mixed", present=True)
+    assert r.passed and r.missing == ids[2:] and len(r.cases) == 2
+
+
+def test_a_list_of_case_ids_judges_those(interrupted, capsys):
+    d, a, ids = interrupted
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed", "--case",
+                             ids[1], "--no-progress"], capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[1] == f"  judged 1 of the set's 4 cases (--case): {ids[1]}"
+    assert [c["id"] for c in golden.compare(d, a, standard="mixed",
+                                            cases=[ids[0], ids[1]]).cases] == ids[:2]
+    # A listed case without its result is a missing file, named, unless --present.
+    status, _, err = _run(["compare", d, "--actual", a, "--standard", "mixed", "--case",
+                           f"{ids[0]},{ids[3]}", "--no-progress"], capsys)
+    assert status == 2 and f"case {ids[3]}: missing" in err
+    status, out, _ = _run(["compare", d, "--actual", a, "--standard", "mixed", "--case",
+                           f"{ids[0]},{ids[3]}", "--present", "--no-progress"], capsys)
+    assert status == 0 and "1 of the 2 cases listed" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--case", "c00099"], "--case: no case 'c00099' in"),
+    (["--case", "../x"], "--case: no case '../x' in"),
+    (["--case", ""], "--case: no case '' in"),
+])
+def test_a_case_list_naming_no_case_of_the_set_is_exit_2(interrupted, capsys, argv, words):
+    d, a, _ = interrupted
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed",
+                             "--no-progress"] + argv, capsys)
+    assert status == 2 and out == "" and words in err, err
+
+
+def test_present_with_no_result_at_all_is_exit_2(interrupted, tmp_path, capsys):
+    d, _, _ = interrupted
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    status, out, err = _run(["compare", d, "--actual", empty, "--standard", "mixed",
+                             "--present", "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    assert f"--present: none of the set's 4 cases has a result in {empty}" in err, err
+
+
+def test_compare_help_describes_every_argument_and_default():
+    from trilinear_bwd.golden import _cli
+
+    sub = _cli.parser()._subparsers._group_actions[0].choices
+    for verb in ("compare", "generate"):
+        for action in sub[verb]._actions:
+            if action.dest not in ("help",):
+                assert action.help, (verb, action.dest)
+    text = " ".join(sub["compare"].format_help().split())
+    assert "default commercial" in text and "<id>.actual.bin" in text
+    assert "manifest.json" in text
+    generate = " ".join(sub["generate"].format_help().split())
+    # No choices that print ambiguously ("-inf,inf" is one value, not two).
+    assert "{uniform" not in generate and "'-inf,inf'" in generate

@@ -35,20 +35,25 @@ class GoldenError(ValueError):
     ----------
     problems : str or sequence of str
         One line per problem.
+    hint : str, optional
+        What the caller can do about them (the command line prints it as a
+        note, after the problems; it is no problem itself).
 
     Attributes
     ----------
     problems : list of str
         The lines, in the order found.
+    hint : str or None
     exit_status : int
         2, the command line's status for every such problem.
     """
 
     exit_status = 2
 
-    def __init__(self, problems):
+    def __init__(self, problems, hint=None):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("\n".join(self.problems))
+        self.hint = hint
+        super().__init__("\n".join(self.problems + ([hint] if hint else [])))
 
 
 class GoldenFileError(GoldenError):
