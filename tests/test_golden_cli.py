@@ -503,7 +503,8 @@ def test_a_manifest_nested_too_deep_is_exit_2(good, tmp_path, capsys):
     (folder / "manifest.json").write_text("[" * DEEP + "]" * DEEP)
     status, out, err = _run(["compare", folder, "--actual", a, "--no-progress"], capsys)
     assert status == 2
-    _one_error_line(err, "compare", "manifest.json", "nested")
+    line = _one_error_line(err, "compare", "manifest.json", "nested")
+    assert line.count("unreadable") == 1, line
     with pytest.raises(golden.GoldenFileError, match="nested"):
         golden.read_manifest(folder)
 

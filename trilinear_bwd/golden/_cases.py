@@ -243,7 +243,7 @@ def atk_cases(path, op="backward", seed=0):
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
     try:
         with open(path, encoding="utf-8") as f:
-            document = load_json(f, path)
+            document = load_json(f)
     except ValueError as exc:
         raise GoldenFileError(f"{path}: not JSON ({exc})") from None
     except OSError as exc:

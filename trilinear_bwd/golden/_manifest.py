@@ -312,7 +312,7 @@ def read_manifest(directory):
     path = os.path.join(directory, MANIFEST)
     try:
         with open(path, encoding="utf-8") as f:
-            manifest = load_json(f, path)
+            manifest = load_json(f)
     except FileNotFoundError:
         raise GoldenFileError(f"{path}: not found (run `golden generate` first)") from None
     except (OSError, ValueError) as exc:

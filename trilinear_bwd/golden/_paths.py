@@ -147,17 +147,17 @@ def write_atomically(path, write, label=None):
             os.remove(tmp)
 
 
-def load_json(file, path):
-    """``json.load(file)``; a document nested too deep to read is a :class:`GoldenFileError`.
+def load_json(file):
+    """``json.load(file)``; a document nested too deep to read is a ``ValueError`` too.
 
     JSON of any depth is valid JSON, and Python's reader stops at its
     recursion limit with a ``RecursionError``; no file the workbench reads
-    (a manifest, an ATK case file) nests more than a few levels.  Other
-    failures (``ValueError``, ``OSError``) are left to the caller, which
-    words them for its file.
+    (a manifest, an ATK case file) nests more than a few levels.  As a
+    ``ValueError`` it is worded by the caller as any JSON it cannot read
+    (``OSError`` too is left to the caller).
     """
     try:
         return json.load(file)
     except RecursionError:
-        raise GoldenFileError(f"{os.fspath(path)}: unreadable (arrays or objects nested deeper "
-                              f"than {sys.getrecursionlimit()} levels)") from None
+        raise ValueError(f"arrays or objects nested deeper than {sys.getrecursionlimit()} "
+                         f"levels") from None
