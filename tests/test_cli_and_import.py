@@ -231,3 +231,59 @@ def test_tests_run_against_installed_package():
         assert pkg.startswith(os.path.realpath(venv) + os.sep), pkg
         repo = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
         assert not pkg.startswith(repo + os.sep), pkg
+
+
+# Every command-line entry point, with arguments that print at once: (argv,
+# the status when the reader left).  argparse's --help swallows the write's
+# error itself and exits 0.
+ENTRY_POINTS = [
+    (["-m", "trilinear_bwd", "--version", "--info"], 141),
+    (["-m", "trilinear_bwd", "-n", "1", "-c", "1", "-i", "2", "-o", "3", "-r", "1"], 141),
+    (["-m", "trilinear_bwd", "--help"], (0, 141)),
+    (["-m", "trilinear_bwd", "golden", "generate", "{tmp}", "--input-size", "1,1,2,2,2",
+      "--output-size", "3,3,3", "--dtype", "float32", "--no-progress"], 141),
+    (["-m", "trilinear_bwd", "golden", "compare", "--help"], (0, 141)),
+    (["-m", "trilinear_bwd.bench", "--help"], (0, 141)),
+    (["-c", "import sys; from trilinear_bwd.__main__ import main; sys.argv[1:] = ['--info'];"
+            " sys.exit(main())"], 141),     # what the trilinear-bwd script runs
+]
+
+
+@pytest.mark.parametrize("argv, expected", ENTRY_POINTS,
+                         ids=[" ".join(a[1:4]) for a, _ in ENTRY_POINTS])
+def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path, argv, expected):
+    """Issue 54 item 5: ``... | head -1`` -- the reader gone before the command
+    writes -- leaves no BrokenPipeError traceback, whichever entry point: exit
+    status 141, as for a program SIGPIPE ends (128 + 13)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(pathlib.Path(__file__).parent.parent)] + sys.path))
+    argv = [a.replace("{tmp}", str(tmp_path / "set")) for a in argv]
+    proc = subprocess.Popen([sys.executable] + argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()          # the reader leaves before the first line is written
+    err = proc.stderr.read().decode()
+    status = proc.wait(timeout=120)
+    assert err == "", err
+    assert status in (expected if isinstance(expected, tuple) else (expected,)), status
+
+
+def test_an_allocation_that_fails_is_both_internal_error_and_memory_error(monkeypatch):
+    """Issue 54 item 5: ``except MemoryError`` catches it, and it is 561000."""
+    import numpy as np
+
+    import trilinear_bwd as tb
+    from trilinear_bwd import _pool
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("no memory left (simulated)")
+
+    g = np.ones((1, 1, 2, 2, 2), np.float32)
+    for call in (lambda: tb.alloc_workspace(2 ** 62),          # more than any machine holds
+                 lambda: tb.upsample_trilinear3d_backward(g, (1, 1, 1))):
+        with pytest.raises(MemoryError) as info:
+            call()
+        assert isinstance(info.value, tb.InternalError), type(info.value)
+        assert isinstance(info.value, tb.AllocationError)
+        assert info.value.status == tb.ACLNN_ERR_INNER == 561000
+        assert "could not allocate" in str(info.value) and "561000" in str(info.value)
+        monkeypatch.setattr(_pool, "empty", no_memory)    # the result's allocation fails

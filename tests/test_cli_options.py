@@ -42,9 +42,10 @@ def test_scales_reach_the_operator(capsys, forward):
     assert not np.allclose(with_scales, reference.forward(x, (6, 7, 9)))
 
 
-def test_one_scale_for_all_axes_and_negative_means_not_given(capsys):
+def test_one_scale_for_all_axes_and_zero_means_not_given(capsys):
+    # A negative scale is refused (issue 54): test_a_negative_scale_is_refused_not_ignored.
     assert parser().parse_args(["--scales", "2"]).scales == (2.0, 2.0, 2.0)
-    assert main(SMALL + ["-i", "4", "-o", "8", "--scales", "-1"]) == 0
+    assert main(SMALL + ["-i", "4", "-o", "8", "--scales", "0"]) == 0
     out = capsys.readouterr().out
     assert "within bound: yes" in out and "scales    " not in out
 
@@ -78,3 +79,38 @@ def test_numpy_dtype_names_the_four_dtypes(name):
 def test_numpy_dtype_refuses_other_names():
     with pytest.raises(TypeError):
         numpy_dtype("float17")
+
+
+# ------------------------------------------------------------ issue 54 item 5
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--scales", "-2"], "--scales"),
+    (["--scales", "2,-1,2"], "--scales"),
+    (["--forward", "--scales", "-0.5"], "--scales"),
+])
+def test_a_negative_scale_is_refused_not_ignored(capsys, argv, words):
+    with pytest.raises(SystemExit) as info:
+        main(SMALL + ["--no-check"] + argv)
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == ""
+    assert words in err and "> 0" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("forward", [False, True])
+def test_scales_with_align_corners_say_they_did_nothing(capsys, forward):
+    """Corner-aligned coordinates use no scale: a note says so, and the report
+    prints no scales it did not use."""
+    args = SMALL + ["--no-check", "-i", "4,5,6", "-o", "6,7,9", "--align-corners",
+                    "--scales", "3"]
+    assert main(args + (["--forward"] if forward else [])) == 0
+    out, err = capsys.readouterr()
+    assert "scales" not in out, out
+    assert err.strip() == ("python -m trilinear_bwd: note: --scales does nothing with "
+                           "--align-corners (corner-aligned coordinates use (in - 1) / "
+                           "(out - 1) on every axis)"), err
+
+
+def test_threads_help_says_small_calls_use_one_thread():
+    text = " ".join(parser().format_help().split())
+    assert "256 KiB" in text and "one thread" in text, text

@@ -1,5 +1,6 @@
 """trilinear_bwd.dask: the backward and the forward on Dask arrays, on Dask's schedulers and a LocalCluster."""
 
+import itertools
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from trilinear_bwd import _tables, reference  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 
-from conftest import DTYPES, in_layout, np_dtype, random_grad, sample_product  # noqa: E402
+from conftest import DTYPES, FULL, in_layout, np_dtype, random_grad, sample_product  # noqa: E402
 
 # (grad_out spatial shape, input spatial size, align_corners, scales): up- and
 # downsampling, both coordinate modes, given scales and an identity axis.
@@ -511,3 +512,128 @@ def test_chunks_of_another_dtype_are_refused_wherever_they_fall(declared, actual
     assert info.value.status == 161002
     assert f"dtype {declared}" in message and f"got {actual}" in message
     assert f", {bad})" in message  # the chunk's position
+
+
+# --------------------------------------------------------------------------
+# The class: every valid call, every chunking, both operators, bitwise
+
+
+def _partition(draw, n):
+    """A chunking of an axis of ``n`` points, drawn (empty chunks included)."""
+    from hypothesis import strategies as st
+
+    cuts = draw(st.lists(st.integers(0, n), max_size=4))
+    bounds = sorted({0, n, *cuts})
+    chunks = tuple(b - a for a, b in zip(bounds[:-1], bounds[1:])) or (n,)
+    if draw(st.booleans()) and n:
+        chunks = chunks + (0,)
+    return chunks
+
+
+def _dask_problem(draw):
+    """One valid call of either operator, with a chunking of its source, drawn.
+
+    Sizes from 1 to 9 with up- and downsampling both ways, given scales
+    (including ones that leave input points nobody reads: a backward's
+    result block may read nothing at all), both coordinate modes.
+    """
+    from hypothesis import strategies as st
+
+    forward = draw(st.booleans())
+    n_in = tuple(draw(st.integers(1, 9)) for _ in range(3))
+    n_out = tuple(draw(st.integers(1, 9)) for _ in range(3))
+    align = draw(st.booleans())
+    # A given scale must agree with the sizes (floor(in * scale) == out):
+    # anywhere in [out / in, (out + 1) / in), where its far end leaves the
+    # most input points unread when downsampling (drawn often, as draws of
+    # a float rarely come near it).
+    given = st.one_of(st.just(0.0), st.just(0.999), st.floats(0.0, 1.0, exclude_max=True))
+    scales = tuple(draw(given.map(lambda u, i=i, o=o: u and (o + u) / i))
+                   for i, o in zip(n_in, n_out))
+    source = (draw(st.integers(0, 2)), draw(st.integers(1, 2))) + (n_in if forward else n_out)
+    chunks = tuple(draw(st.sampled_from([(n,), (1,) * n])) or (0,) for n in source[:2])
+    chunks += tuple(_partition(draw, n) for n in source[2:])
+    return forward, n_in, n_out, align, scales, source, chunks
+
+
+def _check_dask_problem(problem, dtype):
+    forward, n_in, n_out, align, scales, source, chunks = problem
+    values = random_grad(source, dtype, seed=sum(source))
+    try:
+        if forward:
+            expected = tb.upsample_trilinear3d(values, n_out, align_corners=align,
+                                               scales=scales)
+        else:
+            expected = tb.upsample_trilinear3d_backward(values, n_in, output_size=n_out,
+                                                        align_corners=align, scales=scales)
+    except tb.AclnnError:
+        return  # not a valid call: the argument tests cover its refusal
+    x = da.from_array(values, chunks=tuple(
+        (sum(c),) if k < 2 else c for k, c in enumerate(chunks))).rechunk(chunks)
+    if forward:
+        lazy = dask_forward(x, n_out, align_corners=align, scales=scales)
+    else:
+        lazy = dask_backward(x, n_in, output_size=n_out, align_corners=align, scales=scales)
+    got = lazy.compute(scheduler="sync")
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert np.array_equal(bits(got), bits(expected)), problem
+
+
+# The issue's reproducers (issue 54): result blocks of the backward that
+# no target point reads, with downsampling at a given scale.
+BLOCKS_NOBODY_READS = [
+    (False, (100, 1, 1), (3, 1, 1), False, (0.0399, 0.0, 0.0), (1, 1, 3, 1, 1),
+     ((1,), (1,), (1, 1, 1), (1,), (1,))),
+    (False, (7, 1, 1), (5, 1, 1), False, (0.8196, 0.0, 0.0), (1, 1, 5, 1, 1),
+     ((1,), (1,), (4, 1), (1,), (1,))),
+]
+
+
+@pytest.mark.parametrize("problem", BLOCKS_NOBODY_READS)
+def test_result_blocks_that_read_nothing_are_zeros_as_in_memory(problem, calls):
+    _check_dask_problem(problem, "float32")
+
+
+def _chunkings(n):
+    """Chunkings of an axis of ``n`` points: every one in the full run; by default
+    one point a chunk and every single cut (each result block's ends are among
+    theirs)."""
+    if FULL:
+        cuts = itertools.product((False, True), repeat=n - 1)
+    else:
+        cuts = [(True,) * (n - 1)] + [tuple(k == c for k in range(n - 1))
+                                      for c in range(n - 1)]
+    for cut in cuts:
+        bounds = [0] + [k + 1 for k, c in enumerate(cut) if c] + [n]
+        yield tuple(b - a for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+@pytest.mark.parametrize("forward", [False, True])
+def test_every_small_axis_and_chunking_bitwise_equal_to_one_call(forward):
+    """Exhaustive in the small (issue 54's class, one axis): sizes 1-9 each way,
+    both modes, scales not given, at the low and the high end of their range,
+    and the chunkings of :func:`_chunkings`."""
+    for n_in, n_out, align in itertools.product(range(1, 10), range(1, 10), (False, True)):
+        # align_corners uses no scale: one case of it.
+        for u in (0.0,) if align else (0.0, 1e-9, 0.999):
+            scales = (u and (n_out + u) / n_in, 0.0, 0.0)
+            source = (1, 2, n_in if forward else n_out, 1, 1)
+            for chunks in _chunkings(source[2]):
+                _check_dask_problem((forward, (n_in, 1, 1), (n_out, 1, 1), align, scales,
+                                     source, ((1,), (2,), chunks, (1,), (1,))), "float32")
+
+
+def test_every_valid_call_and_chunking_bitwise_equal_to_one_call(calls):
+    """The class (issue 54): any valid call of either operator, any chunking, bitwise."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    from conftest import examples
+
+    @hypothesis.settings(max_examples=examples(200), deadline=None,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.data(), st.sampled_from(DTYPES))
+    def check(data, dtype):
+        _check_dask_problem(data.draw(st.composite(_dask_problem)()), dtype)
+
+    check()

@@ -382,3 +382,153 @@ def test_a_case_the_third_party_refuses_is_exit_2(good, capsys, monkeypatch):
     _one_error_line(err, "compare", "case c00000: the third party (PyTorch's CPU kernel) "
                     "refuses the case: Input and output sizes should be greater than 0; pass "
                     "--reference RDIR")
+
+
+# ------------------------------------------------------------ file content beyond Python's limits
+
+# Values a file can hold that Python's numbers, recursion or the operator's
+# sizes cannot take as they are (issue 54 item 2), and ordinary wrong ones.
+DEEP = 100_000
+_DEEP_MARK = "@@deep@@"
+HOSTILE = [2 ** 70, -2 ** 70, 2 ** 63, 2 ** 64 + 1, 10 ** 400, -10 ** 400, 1e308, -1e308,
+           float("inf"), float("nan"), 5e-324, -1, 0, 1.5, True, None, "", "../escape",
+           "x" * 5000, [], {}, [2 ** 70] * 5, [10 ** 400] * 3, _DEEP_MARK]
+
+
+def _hostile_json(document):
+    """``document`` as JSON text, with every ``_DEEP_MARK`` a list nested ``DEEP`` levels."""
+    return json.dumps(document).replace(json.dumps(_DEEP_MARK), "[" * DEEP + "]" * DEEP)
+
+
+def _places(node, path=()):
+    """Every place in a JSON document: ``path`` (keys and indices) to each node but the root."""
+    items = node.items() if isinstance(node, dict) else \
+        enumerate(node) if isinstance(node, list) else ()
+    for key, child in items:
+        yield path + (key,)
+        yield from _places(child, path + (key,))
+
+
+def _mutated(document, path, value):
+    copy = json.loads(json.dumps(document))
+    node = copy
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return copy
+
+
+def _only_workbench_errors(call):
+    """Run ``call``; an exception other than the workbench's own fails the test."""
+    try:
+        call()
+    except golden.GoldenError as exc:
+        assert exc.problems and all(isinstance(p, str) and p for p in exc.problems)
+        return exc
+    return None
+
+
+# The default run's values: those of the issue and a container where a
+# value is wanted (every hostile value in the full run).
+HOSTILE_DEFAULT = [2 ** 70, 10 ** 400, -10 ** 400, None, "x" * 5000, [], {}, _DEEP_MARK]
+
+
+def _mutations(document, every):
+    """``(path, value)``: every place of ``document`` with each hostile value."""
+    return [(p, v) for p in _places(document) for v in (HOSTILE if every else HOSTILE_DEFAULT)]
+
+
+def test_no_manifest_content_reaches_a_python_exception(good, tmp_path, capsys):
+    """The class (issue 54 item 2): whatever a manifest holds, read_manifest and read_case
+    raise the workbench's own error, and compare ends in 0, 1 or 2, never 3."""
+    d, a, manifest = good
+    folder = tmp_path / "hostile"
+    shutil.copytree(d, folder)
+    from conftest import FULL
+
+    for path, value in _mutations(manifest, FULL):
+        broken = _mutated(manifest, path, value)
+        (folder / "manifest.json").write_text(_hostile_json(broken))
+        where = f"{'.'.join(map(str, path))} = {str(value)[:20]}"
+        refused = _only_workbench_errors(lambda: golden.read_manifest(folder))
+        for k, entry in enumerate(broken["cases"] if isinstance(broken.get("cases"), list)
+                                  else ()):
+            if isinstance(entry, dict) and _DEEP_MARK in json.dumps(entry):
+                # As deep as Python's JSON reader reads, then deeper than repr goes.
+                for depth in (900, 5000):
+                    deep = []
+                    for _ in range(depth):
+                        deep = [deep]
+                    _only_workbench_errors(lambda: golden.read_case(folder, json.loads(
+                        json.dumps(entry).replace(json.dumps(_DEEP_MARK), "null")) | {
+                        "scales": deep}))
+            _only_workbench_errors(lambda: golden.read_case(folder, entry))
+            for ident in ("c00000", "c00001"):
+                _only_workbench_errors(lambda: golden.read_case(folder, ident))
+        if refused is not None:
+            status, out, err = _run(["compare", folder, "--actual", a, "--standard", "mixed",
+                                     "--no-progress"], capsys)
+            assert status == 2 and "Traceback" not in err, (where, err)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('"input_shape": [1, 1, 4, 4, %d]' % 2 ** 70, "input_shape"),
+    ('"scales": [1%s, 0, 0]' % ("0" * 400), "scales"),
+    ('"mu": -1%s' % ("0" * 400), "rule"),
+])
+def test_the_issue_s_manifests_are_exit_2_naming_the_field(good, tmp_path, capsys, text, field):
+    d, a, manifest = good
+    folder = tmp_path / "hostile"
+    shutil.copytree(d, folder)
+    broken = json.loads(json.dumps(manifest))
+    case = broken["cases"][0]
+    case["rule"] = {"distribution": "normal", "mu": 0.0, "sigma": 1.0, "seed": 1}
+    key = text.split(":")[0].strip('"')
+    placeholder = "@@here@@"
+    if key == "mu":
+        case["rule"]["mu"] = placeholder
+    else:
+        case[key] = placeholder
+    (folder / "manifest.json").write_text(
+        json.dumps(broken).replace(f'"{key}": "{placeholder}"', text))
+    status, out, err = _run(["compare", folder, "--actual", a, "--no-progress"], capsys)
+    assert status == 2, err
+    _one_error_line(err, "compare", "case c00000", field)
+
+
+def test_a_manifest_nested_too_deep_is_exit_2(good, tmp_path, capsys):
+    d, a, _ = good
+    folder = tmp_path / "deep"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("[" * DEEP + "]" * DEEP)
+    status, out, err = _run(["compare", folder, "--actual", a, "--no-progress"], capsys)
+    assert status == 2
+    line = _one_error_line(err, "compare", "manifest.json", "nested")
+    assert line.count("unreadable") == 1, line
+    with pytest.raises(golden.GoldenFileError, match="nested"):
+        golden.read_manifest(folder)
+
+
+def test_no_atk_file_content_reaches_a_python_exception(tmp_path):
+    """The same class for an ATK case file: reading it and vetting its cases (what
+    ``generate --atk`` does before writing) raise only the workbench's own errors."""
+    from conftest import FULL
+    from test_golden import ND, _atk_case
+
+    from trilinear_bwd.golden import _generate
+
+    document = [_atk_case(0, "fp16", [1, 2, 3, 4, 2], ND, [5, 5, 5], False),
+                {**_atk_case(1, "bf16", [2, 1, 2, 2, 2], [-2, 2], [3, 4, 5], True),
+                 "inputs": _atk_case(1, "bf16", [2, 1, 2, 2, 2], [-2, 2], [3, 4, 5], True)[
+                     "inputs"][:4] + [{"name": "scale_factor", "range_values": 1.5}]}]
+    path = tmp_path / "atk.json"
+    for place, value in _mutations(document, FULL):
+        path.write_text(_hostile_json(_mutated(document, place, value)))
+        _only_workbench_errors(lambda: _generate.choose(atk=path))
+        for op in ("backward", "forward"):
+            try:
+                chosen = golden.atk_cases(path, op)
+            except golden.GoldenError:
+                continue
+            for case in chosen:
+                _manifest.check_case(case, "case", entry=False)

@@ -336,7 +336,11 @@ def test_every_bad_file_is_reported_then_nothing_judged(generated, tmp_path, cap
     status, out, err = _run(["compare", d, "--actual", copy, "--standard", "mixed",
                              "--no-progress"], capsys)
     lines = err.strip().splitlines()
-    assert status == 2 and out == "" and len(lines) == 4
+    assert status == 2 and out == "" and len(lines) == 5
+    # After the problems, a note on the way out for missing results (issue 55).
+    assert lines[4] == (f"{PROG} compare: note: 2 results missing from {copy}: --present "
+                        f"judges the {len(manifest['cases']) - 2} cases whose result is there "
+                        f"(in Python: present=True)")
     assert lines[0] == (f"{PROG} compare: error: case {ids[0]}: missing "
                         f"{copy / ids[0]}.actual.bin (the result)")
     assert lines[1].endswith(f"case {ids[1]}: missing {copy / ids[1]}.actual.bin (the result)")
@@ -348,7 +352,7 @@ def test_every_bad_file_is_reported_then_nothing_judged(generated, tmp_path, cap
         golden.compare(d, copy, standard="mixed")
     assert len(exc.value.problems) == 3 and exc.value.exit_status == 2
     assert not isinstance(exc.value, InvalidArgumentError) and isinstance(exc.value, ValueError)
-    assert str(exc.value) == "\n".join(exc.value.problems)
+    assert str(exc.value) == "\n".join(exc.value.problems + [exc.value.hint])
 
 
 # ------------------------------------------------------------ 5. options that do nothing
@@ -434,9 +438,9 @@ def test_regenerating_is_refused_then_replaces_what_the_old_manifest_listed(tmp_
                              "--replace", "--no-progress"], capsys)
     assert (status, err) == (0, "")
     assert out.splitlines()[:2] == [
-        f"replaced the earlier set (69 cases): removed {1 + 3 * 69 + 69} files its manifest "
-        f"lists (and their results)",
-        f"{d}: 1 files no earlier manifest lists were left in place"]
+        f"replaced the earlier set (69 cases): removed manifest.json, its {3 * 69} case files "
+        f"and 69 results",
+        f"{d}: 1 file no manifest lists was left in place: notes.txt"]
     new = golden.read_manifest(d)
     assert sorted(os.listdir(d)) == sorted(
         ["manifest.json", "notes.txt"] + [c[f] for c in new["cases"]
@@ -453,14 +457,22 @@ def test_replace_needs_a_readable_old_manifest_and_keeps_unlisted_files(tmp_path
                            "--no-progress"], capsys)
     assert status == 2 and "the earlier set's manifest cannot be read" in err
     assert os.listdir(d) == ["manifest.json"]
-    # An interrupted generation: files, no manifest.  Nothing is removed, and that is said.
+    # A killed generation's files, no manifest: nothing lists them, so none is
+    # overwritten (issue 54): refused, naming the one in the way, nothing removed.
     os.remove(d / "manifest.json")
     (d / "c00000.input.bin").write_bytes(b"\0" * 4)
     (d / "c00007.input.bin").write_bytes(b"\0" * 4)
     status, out, err = _run(["generate", d, "--cases", "1", "--no-special", "--replace",
                              "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    assert f"{d / 'c00000.input.bin'}: a file no earlier manifest lists" in err
+    assert (d / "c00000.input.bin").read_bytes() == b"\0" * 4
+    os.remove(d / "c00000.input.bin")
+    status, out, err = _run(["generate", d, "--cases", "1", "--no-special", "--replace",
+                             "--no-progress"], capsys)
     assert (status, err) == (0, "")
-    assert out.splitlines()[0] == f"{d}: 2 files no earlier manifest lists were left in place"
+    assert out.splitlines()[0] == f"{d}: 1 file no manifest lists was left in place: " \
+                                  f"c00007.input.bin"
     assert (d / "c00007.input.bin").exists()
 
 
@@ -694,3 +706,241 @@ def test_a_case_failing_by_small_value_errors_shows_them(tmp_path, capsys):
     assert shown == [tuple(int(v) for v in small[k]) for k in (2, 1, 0)]
     report = golden.compare(d, wrong, reference=a)
     assert [w["index"] for w in report.failed[0]["worst_small"]] == shown
+
+
+# ------------------------------------------------------------ regenerating stays in its folders
+
+
+def _tree(*roots):
+    """Every entry under ``roots``: (path, kind, bytes or link target), links not followed."""
+    seen = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            for name in sorted(dirs + files):
+                path = os.path.join(folder, name)
+                if os.path.islink(path):
+                    seen.append((path, "link", os.readlink(path)))
+                elif os.path.isfile(path):
+                    seen.append((path, "file", pathlib.Path(path).read_bytes()))
+                else:
+                    seen.append((path, "dir", None))
+    return sorted(seen)
+
+
+# Where an unlisted thing sits: the set's folder or the results', and its name.
+UNLISTED_PLACES = [("set", "c00001.input.bin"), ("set", "c00001.golden.float16.bin"),
+                   ("set", "c00000.golden.bin"), ("results", "c00001.actual.bin"),
+                   ("set", "manifest.json")]
+UNLISTED_KINDS = ["link outside", "dangling link", "file", "folder"]
+
+
+@pytest.mark.parametrize("where, name, kind", [
+    (w, n, k) for (w, n) in UNLISTED_PLACES for k in UNLISTED_KINDS
+    # A regular file under a name the earlier manifest lists is that set's
+    # file as far as anyone can tell: --replace removes it, as documented.
+    if (n, k) != ("c00000.golden.bin", "file")])
+def test_replace_never_writes_through_a_link_nor_over_a_file_it_did_not_write(
+        tmp_path, capsys, where, name, kind):
+    """The class (issue 54 item 3): generate writes and removes only inside its folders,
+    never through a link, never a file it did not write, and says what it did."""
+    d, a, outside = tmp_path / "set", tmp_path / "results", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.bin").write_bytes(b"precious")
+    one = ["--input-size", "1,1,2,2,2", "--output-size", "4,4,4", "--no-progress",
+           "--write-actual", a]
+    assert _run(["generate", d, "--dtype", "float32"] + one, capsys)[0] == 0
+    place = (d if where == "set" else a) / name
+    if name == "manifest.json" or (name == "c00000.golden.bin"):
+        # A name the earlier manifest lists, replaced by something it did not write.
+        os.remove(place)
+    if kind == "link outside":
+        os.symlink(os.path.join("..", "outside", "victim.bin"), place)
+    elif kind == "dangling link":
+        os.symlink(os.path.join("..", "outside", "nothing.bin"), place)
+    elif kind == "file":
+        place.write_bytes(b"mine")
+    else:
+        place.mkdir()
+    before = _tree(tmp_path)
+    status, out, err = _run(["generate", d, "--dtype", "float32", "--dtype", "float16",
+                             "--replace"] + one, capsys)
+    assert status == 2 and out == "", (out, err)
+    assert name in err and "Traceback" not in err, err
+    # Refused before anything was removed or written: every entry as it was.
+    assert _tree(tmp_path) == before
+
+
+def test_replace_says_exactly_what_it_removed_and_kept(tmp_path, capsys):
+    d, a = tmp_path / "set", tmp_path / "results"
+    one = ["--input-size", "1,1,2,2,2", "--output-size", "4,4,4", "--no-progress",
+           "--write-actual", a]
+    assert _run(["generate", d, "--dtype", "float32", "--dtype", "float16"] + one,
+                capsys)[0] == 0
+    (d / "notes.txt").write_text("mine")
+    (a / "c00007.actual.bin").write_bytes(b"mine")
+    os.remove(d / "c00001.golden.bin")           # listed, already gone
+    status, out, err = _run(["generate", d, "--dtype", "float32", "--replace"] + one, capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[:3] == [
+        "replaced the earlier set (2 cases): removed manifest.json, 5 of its 6 case files "
+        "(1 listed was not there or not a file) and 2 results",
+        f"{d}: 1 file no manifest lists was left in place: notes.txt",
+        f"{a}: 1 file no manifest lists was left in place: c00007.actual.bin"]
+    assert (d / "notes.txt").read_text() == "mine"
+    assert (a / "c00007.actual.bin").read_bytes() == b"mine"
+
+
+def test_a_failed_generation_removes_only_what_it_wrote(tmp_path, monkeypatch):
+    from trilinear_bwd.golden import _generate
+
+    d = tmp_path / "set"
+    d.mkdir()
+    (d / "notes.txt").write_text("mine")
+    real, calls = _generate.golden, []
+
+    def failing(case, x):
+        calls.append(case["id"])
+        if len(calls) == 2:
+            raise MemoryError("out of memory in the second case")
+        return real(case, x)
+
+    monkeypatch.setattr(_generate, "golden", failing)
+    with pytest.raises(MemoryError):
+        golden.generate(d, input_size=(1, 1, 2, 2, 2), output_size=(4, 4, 4),
+                        dtypes=["float32", "float16"], replace=True)
+    assert os.listdir(d) == ["notes.txt"] and (d / "notes.txt").read_text() == "mine"
+
+
+# ------------------------------------------------------------ ids that leave the folder
+
+BAD_IDS = ["../escape", "/tmp/abs", "a/b", "..", ".hidden", "", "x\0y", "a\\b", None, 5,
+           ["c00000"]]
+
+
+@pytest.mark.parametrize("ident", BAD_IDS, ids=[repr(i) for i in BAD_IDS])
+def test_every_entry_point_turning_an_id_into_a_path_checks_it_as_read_case_does(
+        generated, tmp_path, ident):
+    """The class (issue 54 item 4): read_case, write_result and read_result, given a case
+    dict or an NpuCase, refuse an id that is not a plain name, with the same words."""
+    import dataclasses
+
+    d, _, manifest = generated
+    entry = dict(manifest["cases"][0], id=ident)
+    case = dataclasses.replace(golden.read_case(d, manifest["cases"][0]), id=ident)
+    npu = tmp_path / "npu" / "deeper"
+    out = case.empty_result()
+    before = _tree(tmp_path)
+    words = []
+    for call in (lambda: golden.read_case(d, entry),
+                 lambda: golden.write_result(npu, entry, out),
+                 lambda: golden.write_result(npu, case, out),
+                 lambda: golden.read_result(npu, entry),
+                 lambda: golden.read_result(npu, case)):
+        with pytest.raises(golden.GoldenFileError) as info:
+            call()
+        line = [p for p in info.value.problems if ": id: " in p]
+        assert line, info.value.problems
+        words.append(line[0].split(": id: ", 1)[1])
+    assert len(set(words)) == 1, words             # one check, one wording
+    assert _tree(tmp_path) == before               # nothing made, nothing written
+
+
+# ------------------------------------------------------------ an interrupted NPU run (issue 55)
+
+
+@pytest.fixture
+def interrupted(tmp_path, capsys):
+    """A 6-case set whose results stop after c00002 (an NPU run cut short)."""
+    d, a = tmp_path / "set", tmp_path / "npu"
+    assert _run(["generate", d, "--input-size", "1,1,2,2,2", "--output-size", "4,4,4",
+                 "--dtype", "float32", "--dtype", "float16", "--format", "NCDHW", "--format",
+                 "NDHWC", "--write-actual", a, "--no-progress"], capsys)[0] == 0
+    ids = [c["id"] for c in golden.read_manifest(d)["cases"]]
+    assert len(ids) == 4
+    for ident in ids[2:]:
+        os.remove(a / f"{ident}.actual.bin")
+    return d, a, ids
+
+
+def test_compare_without_options_names_the_missing_results_and_the_way_out(interrupted, capsys):
+    d, a, ids = interrupted
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed",
+                             "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    assert all(f"case {i}: missing" in err for i in ids[2:]), err
+    assert "--present judges the 2 cases whose result is there" in err, err
+
+
+def test_present_judges_the_cases_an_interrupted_run_wrote_and_says_what_is_missing(
+        interrupted, tmp_path, capsys):
+    d, a, ids = interrupted
+    report = tmp_path / "report.json"
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed", "--present",
+                             "--json", report, "--no-progress"], capsys)
+    assert (status, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[0].startswith("mixed tolerance standard (single benchmark): 2 cases, "
+                               "2 passed, 0 failed -> PASS")
+    assert lines[1] == (f"  not judged: 2 of the set's 4 cases have no result in {a} "
+                        f"({ids[2]}, {ids[3]}); this verdict covers the 2 judged")
+    saved = json.loads(report.read_text())
+    assert saved["cases_total"] == 2 and saved["cases_in_set"] == 4
+    assert saved["cases_missing"] == ids[2:]
+    assert [c["id"] for c in saved["cases"]] == ids[:2]
+    r = golden.compare(d, a, standard="mixed", present=True)
+    assert r.passed and r.missing == ids[2:] and len(r.cases) == 2
+
+
+def test_a_list_of_case_ids_judges_those(interrupted, capsys):
+    d, a, ids = interrupted
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed", "--case",
+                             ids[1], "--no-progress"], capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[1] == f"  judged 1 of the set's 4 cases (--case): {ids[1]}"
+    assert [c["id"] for c in golden.compare(d, a, standard="mixed",
+                                            cases=[ids[0], ids[1]]).cases] == ids[:2]
+    # A listed case without its result is a missing file, named, unless --present.
+    status, _, err = _run(["compare", d, "--actual", a, "--standard", "mixed", "--case",
+                           f"{ids[0]},{ids[3]}", "--no-progress"], capsys)
+    assert status == 2 and f"case {ids[3]}: missing" in err
+    status, out, _ = _run(["compare", d, "--actual", a, "--standard", "mixed", "--case",
+                           f"{ids[0]},{ids[3]}", "--present", "--no-progress"], capsys)
+    assert status == 0 and "1 of the 2 cases listed" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--case", "c00099"], "--case: no case 'c00099' in"),
+    (["--case", "../x"], "--case: no case '../x' in"),
+    (["--case", ""], "--case: no case '' in"),
+])
+def test_a_case_list_naming_no_case_of_the_set_is_exit_2(interrupted, capsys, argv, words):
+    d, a, _ = interrupted
+    status, out, err = _run(["compare", d, "--actual", a, "--standard", "mixed",
+                             "--no-progress"] + argv, capsys)
+    assert status == 2 and out == "" and words in err, err
+
+
+def test_present_with_no_result_at_all_is_exit_2(interrupted, tmp_path, capsys):
+    d, _, _ = interrupted
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    status, out, err = _run(["compare", d, "--actual", empty, "--standard", "mixed",
+                             "--present", "--no-progress"], capsys)
+    assert status == 2 and out == ""
+    assert f"--present: none of the set's 4 cases has a result in {empty}" in err, err
+
+
+def test_compare_help_describes_every_argument_and_default():
+    from trilinear_bwd.golden import _cli
+
+    sub = _cli.parser()._subparsers._group_actions[0].choices
+    for verb in ("compare", "generate"):
+        for action in sub[verb]._actions:
+            if action.dest not in ("help",):
+                assert action.help, (verb, action.dest)
+    text = " ".join(sub["compare"].format_help().split())
+    assert "default commercial" in text and "<id>.actual.bin" in text
+    assert "manifest.json" in text
+    generate = " ".join(sub["generate"].format_help().split())
+    # No choices that print ambiguously ("-inf,inf" is one value, not two).
+    assert "{uniform" not in generate and "'-inf,inf'" in generate

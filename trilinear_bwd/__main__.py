@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from trilinear_bwd._pipes import quiet_on_broken_pipe
+
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 
@@ -41,8 +43,16 @@ def _triple(text):
 
 
 def _scales(text):
-    """D,H,W scale factors (output / input), or one for all three; <= 0: not given."""
-    return _three(text, float, "scale factor")
+    """D,H,W scale factors (output / input), or one for all three; 0: not given.
+
+    A negative scale is refused: the operator takes it for "not given", so
+    the command would silently run another case than the one asked for.
+    """
+    parts = _three(text, float, "scale factor")
+    if any(not s >= 0 for s in parts):
+        raise argparse.ArgumentTypeError(f"each scale must be > 0 (or 0: not given), "
+                                         f"got {text!r}")
+    return parts
 
 
 def _bounded(low, what):
@@ -123,13 +133,17 @@ def parser():
     p.add_argument("--align-corners", action="store_true", help="corner-aligned coordinates")
     p.add_argument("--scales", type=_scales, default=(0.0, 0.0, 0.0), metavar="D,H,W",
                    help="the forward's scale factors (output / input, or one for all "
-                        "axes); with half-pixel coordinates each must give "
-                        "floor(input * scale) == output; default: not given")
+                        "axes), each > 0, or 0: not given; with half-pixel coordinates each "
+                        "must give floor(input * scale) == output; --align-corners uses none "
+                        "(a note says so); default: not given")
     p.add_argument("--forward", action="store_true",
                    help="run the forward (upsampling input -> output) instead of the backward; "
                         "no worked example")
     p.add_argument("--threads", "-t", type=_threads, default=None,
-                   help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
+                   help="OpenMP threads (default: OMP_NUM_THREADS, else all cores, but at "
+                        "most one thread per 256 KiB of gradOut plus gradInput: a call "
+                        "moving less than 512 KiB runs on one thread; docs/threads.md); "
+                        "negative: all but |t|-1 cores")
     p.add_argument("--repeat", "-r", type=_bounded(1, "repeat"), default=5,
                    help="timed runs, median reported")
     p.add_argument("--no-check", action="store_true",
@@ -208,11 +222,14 @@ def run_case(title, source, target_size, align_corners, threads, repeat, check,
     return ok
 
 
+@quiet_on_broken_pipe
 def main(argv=None):
     """Entry point of ``python -m trilinear_bwd`` and the ``trilinear-bwd`` script.
 
     A bad option, or a case the operator refuses or the machine cannot hold,
-    is one line on stderr and exit status 2, as argparse reports its own.
+    is one line on stderr and exit status 2, as argparse reports its own.  A
+    reader of the output that leaves (``| head``) ends it quietly, exit
+    status 141 (``_pipes``); so for the ``golden`` verbs.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["golden"]:  # the workbench's own verbs and parser
@@ -221,6 +238,13 @@ def main(argv=None):
         return golden_main(argv[1:])
     cli = parser()
     args = cli.parse_args(_join_negative_values(argv))
+    if args.align_corners and any(s > 0 for s in args.scales):
+        # Corner-aligned coordinates take no scale (operator.md): run the
+        # case without them, and say so rather than print scales unused.
+        sys.stderr.write(f"{cli.prog}: note: --scales does nothing with --align-corners "
+                         f"(corner-aligned coordinates use (in - 1) / (out - 1) on every "
+                         f"axis)\n")
+        args.scales = (0.0, 0.0, 0.0)
     try:
         return _main(args)
     except MemoryError as exc:

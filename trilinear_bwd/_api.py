@@ -7,7 +7,7 @@ from ._arguments import forward_sizes, one_call_sizes
 from ._arrays import as_array, is_channels_last, is_misaligned, kind_of
 from ._operator import BACKWARD, FORWARD, check
 from ._runner import run_once
-from ._status import InternalError, NullArgumentError
+from ._status import AllocationError, NullArgumentError
 
 
 def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
@@ -188,4 +188,4 @@ def _new_output(source, shape, name, channels_last):
     try:
         return _pool.empty(shape, source.dtype, channels_last)
     except (MemoryError, ValueError) as exc:
-        raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
+        raise AllocationError(f"could not allocate {name} of shape {shape}: {exc}") from None

@@ -27,7 +27,7 @@ from trilinear_bwd import _dispatch, _fork, _threads
 from trilinear_bwd._arrays import data_address
 from trilinear_bwd._constants import LINE
 from trilinear_bwd._plan import planned
-from trilinear_bwd._status import InternalError
+from trilinear_bwd._status import AllocationError
 
 # A runner whose workspace is at most this many bytes keeps one of its own
 # (a few rows of a tiny call), used by one raw run at a time, which saves a
@@ -48,15 +48,16 @@ def aligned_bytes(Py_ssize_t nbytes):
 
     Raises
     ------
-    InternalError
-        (561000) the memory could not be allocated.
+    AllocationError
+        (561000, an ``InternalError`` and a ``MemoryError``) the memory
+        could not be allocated.
     """
     # A size no allocator can satisfy is an AclnnError, not a MemoryError
     # escaping from the middle of a call.
     try:
         raw = np.empty(nbytes + LINE, dtype=np.uint8)
     except (MemoryError, ValueError) as exc:
-        raise InternalError(f"could not allocate a workspace of {nbytes} bytes: {exc}") from None
+        raise AllocationError(f"could not allocate a workspace of {nbytes} bytes: {exc}") from None
     start = -raw.ctypes.data % LINE
     return raw[start:start + nbytes]
 
@@ -107,14 +108,15 @@ def run_once(call, num_threads, misaligned=False):
 
     Raises
     ------
-    InternalError
-        (561000) a misaligned source could not be copied.
+    AllocationError
+        (561000, an ``InternalError`` and a ``MemoryError``) a misaligned
+        source could not be copied.
     """
     if misaligned:
         try:
             call = call.replace(source=call.source.copy(order="K"))
         except MemoryError as exc:
-            raise InternalError(
+            raise AllocationError(
                 f"could not copy the misaligned {call.op.source}: {exc}") from None
     runner = prepare(call, num_threads)
     runner.run_scratch(call)
@@ -244,7 +246,8 @@ cdef class Runner:
             # Made at the first raw run: the other runs take a workspace given.
             self._own = <char*> PyMem_Malloc(self.workspace_size)
             if self._own == NULL:
-                raise MemoryError()
+                raise AllocationError(f"could not allocate a workspace of "
+                                      f"{self.workspace_size} bytes")
         if self._own != NULL and not self._own_busy:
             self._own_busy = True
             with nogil:

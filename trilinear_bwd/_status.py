@@ -70,3 +70,14 @@ class InternalError(AclnnError, RuntimeError):
     """A failure that is not the caller's fault (561000, ``ACLNN_ERR_INNER``)."""
 
     status = ACLNN_ERR_INNER
+
+
+class AllocationError(InternalError, MemoryError):
+    """Memory that could not be allocated (561000, ``ACLNN_ERR_INNER``); also a ``MemoryError``.
+
+    An ``InternalError`` like any failure that is not the caller's fault, so
+    that the status is CANN's; and a ``MemoryError``, so that ``except
+    MemoryError`` -- what a user writes around a call that may not fit --
+    catches it too.  Raised for the result, a workspace, or a copy the call
+    needs.
+    """

@@ -612,8 +612,14 @@ class AxisTerms:
         self.nbytes = ptr.nbytes + src.nbytes + weight.nbytes
 
     def source_range(self, start, stop):
-        """``(s0, s1)``: the source points that targets ``start:stop`` read."""
+        """``(s0, s1)``: the source points that targets ``start:stop`` read; None: none.
+
+        None only in the backward: downsampling with a given scale can leave
+        input points that no output point reads (their gradient is zero).
+        """
         used = self.src[self.ptr[start]:self.ptr[stop]]
+        if not used.size:
+            return None
         return int(used.min()), int(used.max()) + 1
 
     def cut(self, t0, t1, s0):
@@ -699,8 +705,9 @@ def source_range(n_in, n_out, align_corners, scale, dtype, forward, start, stop,
 
     Parameters are those of :func:`axis_table`; ``dtype`` matters because
     which point a weight falls on follows PyTorch's rounding in the
-    opmath type (:func:`pytorch_zero_pattern`).  Every target has at
-    least one term, so the range is never empty.
+    opmath type (:func:`pytorch_zero_pattern`).  None where the
+    targets read nothing (the backward's input points that no output point
+    reads, :meth:`AxisTerms.source_range`).
     """
     return axis_terms(n_in, n_out, align_corners, scale, dtype, forward,
                       storage).source_range(start, stop)

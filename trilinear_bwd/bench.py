@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from ._arrays import numpy_dtype
+from ._pipes import quiet_on_broken_pipe
 
 # name, (N, C), input DHW, output DHW, layout, dtype, align_corners
 CASES = [
@@ -364,8 +365,13 @@ def _torch_available():
     return True
 
 
+@quiet_on_broken_pipe
 def main(argv=None):
-    """Command-line entry point: the calls users make first, then the kernel's table."""
+    """Command-line entry point: the calls users make first, then the kernel's table.
+
+    A reader of the output that leaves (``| head``) ends it quietly, exit
+    status 141 (``_pipes``).
+    """
     p = argparse.ArgumentParser(prog="python -m trilinear_bwd.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", "-r", type=int, default=15, help="interleaved rounds (median)")
     p.add_argument("--threads", "-t", type=int, default=None, help="threads for this library")

@@ -15,7 +15,10 @@ assembled from the source chunks that overlap it.  The kernel's windowed
 entry (``_operator.check_window``) runs the whole call's per-axis tables
 restricted to the block, with the whole axis's weights, so each result
 element is the same sum, in the same order, as in the in-memory call: the
-result is bitwise equal to it, for any chunking, on every scheduler.
+result is bitwise equal to it, for any chunking, on every scheduler.  A
+result block whose points read nothing (the backward's input points that
+no output point reads, downsampling with a given scale) is zeros, as in
+the in-memory call, from a task that reads no source.
 
 See ``docs/dask.md`` for when to use it and how to chunk.
 """
@@ -243,10 +246,11 @@ class _WindowAxis:
     ----------
     bounds : list of int
         Result chunk ``r`` holds target points ``bounds[r]:bounds[r+1]``.
-    windows : list of tuple
-        ``(t0, t1, s0)`` per result chunk (the kernel's window).
+    windows : list of tuple or None
+        ``(t0, t1, s0)`` per result chunk (the kernel's window); None for a
+        chunk whose targets read nothing (it is zeros).
     extents : list of int
-        The window's length per result chunk.
+        The window's length per result chunk (0: it reads nothing).
     parts : list of list of tuple
         Per result chunk, ``(q, dst, src)`` for each source chunk ``q`` that
         overlaps its window: ``source_chunk_q[src]`` fills ``window[dst]``.
@@ -273,7 +277,17 @@ class _WindowAxis:
         inside = _inside(terms, src_bounds)
         self.windows, self.parts, self.extents, self.runs = [], [], [], []
         for t0, t1 in zip(self.bounds[:-1], self.bounds[1:]):
-            s0, s1 = terms.source_range(t0, t1)
+            read = terms.source_range(t0, t1)
+            if read is None:
+                # No target of the chunk reads anything: the backward's
+                # downsampling with a given scale (issue 54).  Its blocks
+                # are zeros and read no source.
+                self.windows.append(None)
+                self.extents.append(0)
+                self.parts.append([])
+                self.runs.append([])
+                continue
+            s0, s1 = read
             self.windows.append((t0, t1, s0))
             self.extents.append(s1 - s0)
             parts = []
@@ -462,6 +476,13 @@ def _part(chunk, index, dtype):
     return copy
 
 
+def _zeros(shape, dtype):
+    """A result block of zeros: points that read nothing, as the in-memory call gives them."""
+    block = _empty(shape, dtype)
+    block[...] = 0
+    return block
+
+
 def _empty(shape, dtype, channels_last=False):
     """An uninitialised (N, C, D, H, W) array: a result block, a part, a call's copied source.
 
@@ -540,6 +561,14 @@ def _windowed(source, whole, num_threads, name):
     itemsize = np.dtype(source.dtype).itemsize
     for r in np.ndindex(*(len(a.windows) for a in axes)):
         windows = [a.windows[k] for a, k in zip(axes, r)]
+        if None in windows:
+            # A block whose points read nothing on one axis: every term of
+            # its points is zero there, so the block is zeros.
+            shape = tuple(a.chunks[k] for a, k in zip(axes, r))
+            for i, nb in enumerate(n_chunks):
+                for j, cb in enumerate(c_chunks):
+                    dsk[(name, i, j) + tuple(r)] = (_zeros, (nb, cb) + shape, source.dtype)
+            continue
         wanted = [(s0, s0 + a.extents[k]) for a, k, (_, _, s0) in zip(axes, r, windows)]
         # The source chunks the block's window overlaps, with the points
         # each holds and the points the block reads from it.

@@ -14,14 +14,15 @@ manifest entry is enough to draw it again.
 """
 
 import itertools
-import json
 import math
+import sys
 
 import numpy as np
 
 from .._arrays import numpy_dtype
 from ._dtypes import DTYPES
-from ._errors import GoldenError, GoldenFileError
+from ._errors import GoldenError, GoldenFileError, shown
+from ._paths import load_json
 from ._standards import LEVELS
 
 OPS = ("backward", "forward")
@@ -242,7 +243,7 @@ def atk_cases(path, op="backward", seed=0):
         raise ValueError(f"op must be one of {', '.join(OPS)}, got {op!r}")
     try:
         with open(path, encoding="utf-8") as f:
-            document = json.load(f)
+            document = load_json(f)
     except ValueError as exc:
         raise GoldenFileError(f"{path}: not JSON ({exc})") from None
     except OSError as exc:
@@ -274,23 +275,25 @@ def _atk_case(item, op, path, rng):
         tensor = entries["input"]
         dtype = _ATK_DTYPES.get(str(tensor.get("dtype")).lower())
     except (KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise GoldenFileError(f"{where}: inputs: no readable 'input' tensor ({exc!r})") from None
+        raise GoldenFileError(f"{where}: inputs: no readable 'input' tensor "
+                              f"({shown(exc)})") from None
     if dtype is None:
-        raise GoldenFileError(f"{where}: input dtype {tensor.get('dtype')!r} is not one of "
+        raise GoldenFileError(f"{where}: input dtype {shown(tensor.get('dtype'))} is not one of "
                               f"{', '.join(sorted(_ATK_DTYPES))}")
     shape = tensor.get("shape")
     if not (isinstance(shape, list) and len(shape) == 5
             and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape)):
-        raise GoldenFileError(f"{where}: input shape must be 5 integers >= 0, got {shape!r}")
+        raise GoldenFileError(f"{where}: input shape must be 5 integers >= 0, got {shown(shape)}")
     try:
         align = entries.get("align_corners", {}).get("range_values", False)
         fmt = entries.get("format", {}).get("range_values", "NCDHW")
     except AttributeError as exc:
-        raise GoldenFileError(f"{where}: align_corners, format: not readable ({exc!r})") from None
+        raise GoldenFileError(f"{where}: align_corners, format: not readable "
+                              f"({shown(exc)})") from None
     if not isinstance(align, bool):
-        raise GoldenFileError(f"{where}: align_corners must be true or false, got {align!r}")
+        raise GoldenFileError(f"{where}: align_corners must be true or false, got {shown(align)}")
     if fmt not in FORMATS:
-        raise GoldenFileError(f"{where}: format {fmt!r} is not one of {', '.join(FORMATS)}")
+        raise GoldenFileError(f"{where}: format {shown(fmt)} is not one of {', '.join(FORMATS)}")
     if "size" not in entries and "scale_factor" not in entries:
         raise GoldenFileError(f"{where}: neither 'size' nor 'scale_factor' given")
     try:
@@ -301,10 +304,11 @@ def _atk_case(item, op, path, rng):
             factor = factor if isinstance(factor, list) else [factor["range_values"]] * 3
             scales = [_atk_real(v) for v in factor]
             size = [int(n * s) for n, s in zip(shape[2:], scales)]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        # OverflowError: a finite scale times a size beyond float64's range.
         raise GoldenFileError(f"{where}: size, scale_factor: not 3 numbers ({exc})") from None
     if len(size) != 3:
-        raise GoldenFileError(f"{where}: size must have 3 elements, got {size!r}")
+        raise GoldenFileError(f"{where}: size must have 3 elements, got {shown(size)}")
     rule = _atk_rule(tensor.get("range_values"), where, rng)
     if tensor.get("outlier_values"):
         rule["outliers"] = True
@@ -314,15 +318,29 @@ def _atk_case(item, op, path, rng):
     return _case(op, dtype, fmt, input_shape, result_shape, align, scales, rule)
 
 
+def is_finite(v):
+    """True for a number (not a bool) that is a finite float64; never raises.
+
+    An integer beyond float64's range is not: ``math.isfinite`` raises
+    ``OverflowError`` on one, and JSON (a manifest, an ATK file) puts no
+    bound on its numbers.
+    """
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return False
+    if isinstance(v, (int, np.integer)):
+        return -sys.float_info.max <= v <= sys.float_info.max
+    return math.isfinite(v)
+
+
 def _atk_int(v):
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{v!r} is not an integer")
+        raise ValueError(f"{shown(v)} is not an integer")
     return v
 
 
 def _atk_real(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"{v!r} is not a finite number")
+    if not is_finite(v):
+        raise ValueError(f"{shown(v)} is not a finite number")
     return float(v)
 
 
@@ -332,16 +350,16 @@ def _atk_rule(spec, where, rng):
             (m0, m1), (s0, s1) = spec["mean"], spec["std"]
             return {"distribution": "normal", "mu": float(rng.uniform(m0, m1)),
                     "sigma": float(rng.uniform(s0, s1))}
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         pass
     if isinstance(spec, list) and spec and all(isinstance(v, str) for v in spec):
         text = ",".join(v.strip().lower() for v in spec)
         if all(v in ("nan", "inf", "-inf") for v in text.split(",")):
             return {"distribution": "constant", "special": text}
-    if (isinstance(spec, list) and len(spec) == 2
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in spec)):
+    if isinstance(spec, list) and len(spec) == 2 and all(is_finite(v) for v in spec):
         return {"distribution": "uniform", "low": float(spec[0]), "high": float(spec[1])}
-    raise GoldenFileError(f"{where}: input range_values {spec!r} is not a law this parser reads")
+    raise GoldenFileError(f"{where}: input range_values {shown(spec)} is not a law this parser "
+                          f"reads")
 
 
 def sizes(value, count, name, minimum):
@@ -377,8 +395,7 @@ def real_scales(value, name):
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3:
         raise GoldenError(f"{name}must be 3 numbers (scalesD, scalesH, scalesW), got {value!r}")
     for k, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(v):
+        if not is_finite(v):
             raise GoldenError(f"{name}scales{'DHW'[k]} must be a finite number, got {v!r}")
     return tuple(float(v) for v in value)
 

@@ -81,7 +81,8 @@ def parser():
     sub = p.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     g = sub.add_parser("generate", help="write cases, inputs and goldens into DIR")
     g.add_argument("directory", metavar="DIR", help="an empty or new folder (see --replace)")
-    g.add_argument("--op", choices=OPS, default="backward")
+    g.add_argument("--op", choices=OPS, default="backward",
+                   help="the operator whose cases are written (default backward)")
     g.add_argument("--level", choices=LEVELS, default=None,
                    help="generation rules (default L0): " + ", ".join(
                        f"{k} {v} regular cases" for k, v in LEVEL_CASES.items()))
@@ -90,7 +91,8 @@ def parser():
     g.add_argument("--cases", type=_count, default=None, metavar="N",
                    help="the level's (or the ATK file's) first N regular cases; the special "
                         "cases come on top unless --no-special")
-    g.add_argument("--seed", type=_count, default=0)
+    g.add_argument("--seed", type=_count, default=0,
+                   help="draws the inputs (and, with --atk, the laws' parameters); default 0")
     g.add_argument("--atk", metavar="FILE.json", help="the cases of an ATK case file")
     g.add_argument("--no-special", dest="special", action="store_false", default=None,
                    help="leave out the level's special cases (empty, sizes 1, NaN/Inf)")
@@ -102,7 +104,8 @@ def parser():
     g.add_argument("--replace", action="store_true",
                    help="write into a folder holding an earlier set, removing the files its "
                         "manifest lists (and those cases' results in ADIR)")
-    g.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    g.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                   help="no progress bar (default: one on stderr on a terminal from 200 cases)")
     one = g.add_argument_group(
         "cases from the command line (ops-cv's gen_data.py '(1,1,4,4,4)' '(16,16,16)' float32)",
         "one case per --dtype and --format")
@@ -113,26 +116,45 @@ def parser():
                      help="after upsampling: outputSize (gradOut's D, H, W for the backward)")
     one.add_argument("--format", choices=FORMATS, action="append", dest="formats",
                      help="repeat for both (default NCDHW)")
-    one.add_argument("--align-corners", action="store_true", default=None)
+    one.add_argument("--align-corners", action="store_true", default=None,
+                     help="corner-aligned coordinates (default: half-pixel)")
     one.add_argument("--scales", type=_scales_option, metavar="SD,SH,SW",
                      help="scalesD, scalesH, scalesW as the CANN call takes them (default 0: "
                           "not given; used only when all three are > 0)")
-    one.add_argument("--values", choices=list(VALUE_LAWS), default=None,
-                     help="the input's law (default uniform [-5, 5]; write --values=-inf)")
+    # Choices listed in the help, not by argparse: one of them, '-inf,inf', holds
+    # a comma, which argparse's {a,b,...} would print as two.
+    one.add_argument("--values", choices=list(VALUE_LAWS), default=None, metavar="LAW",
+                     help="the input's law: " + ", ".join(
+                         repr(v) if "," in v else v for v in VALUE_LAWS) +
+                     " (default uniform [-5, 5]; write --values=-inf)")
     c = sub.add_parser("compare", help="judge ADIR/<id>.actual.bin against DIR's goldens")
-    c.add_argument("directory", metavar="DIR")
-    c.add_argument("--actual", metavar="ADIR", required=True)
+    c.add_argument("directory", metavar="DIR",
+                   help="the golden set: manifest.json and the files it lists, as generate "
+                        "wrote them")
+    c.add_argument("--actual", metavar="ADIR", required=True,
+                   help="the results to judge: ADIR/<id>.actual.bin per case, in the case's "
+                        "dtype and format (golden.write_result writes them)")
     c.add_argument("--reference", metavar="RDIR",
                    help="the commercial standard's third party (default: PyTorch's CPU kernel)")
-    c.add_argument("--standard", choices=STANDARDS, default="commercial")
+    c.add_argument("--standard", choices=STANDARDS, default="commercial",
+                   help="the precision standard that judges: commercial (dual benchmark "
+                        "against a third party), experimental or mixed (single benchmarks); "
+                        "default commercial")
     c.add_argument("--level", choices=LEVELS, default=None,
                    help="the commercial standard's bounds (default L0)")
+    c.add_argument("--case", metavar="ID", action="append", dest="cases",
+                   help="judge only this case (repeat, or ID,ID,...); default: every case")
+    c.add_argument("--present", action="store_true",
+                   help="judge only the cases whose result ADIR holds (an interrupted NPU "
+                        "run) and say how many are missing; the verdict covers the cases "
+                        "judged")
     c.add_argument("--json", metavar="REPORT", help="write every number as JSON")
     c.add_argument("--plot", metavar="PNG", help="each metric's distribution against its bound "
                                                  "(needs matplotlib)")
     c.add_argument("--worst", type=_count, default=WORST, metavar="N",
                    help=f"elements listed per failing case (default {WORST})")
-    c.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    c.add_argument("--no-progress", dest="progress", action="store_false", default=None,
+                   help="no progress bar (default: one on stderr on a terminal from 200 cases)")
     return p
 
 
@@ -155,7 +177,11 @@ def main(argv):
         if len(exc.problems) > 1:
             sys.stderr.write(f"{prog}: {len(exc.problems)} problems; nothing was "
                              f"{'written' if args.verb == 'generate' else 'judged'}\n")
+        if exc.hint:
+            note(exc.hint)
         return exc.exit_status
+    except BrokenPipeError:
+        raise  # the reader of the output left: no bug (``_pipes``, around the entry point)
     except Exception:  # a bug of the workbench: never mistaken for a verdict (0 or 1)
         traceback.print_exc()
         sys.stderr.write(f"{prog}: internal error (exit status {INTERNAL_ERROR}): the traceback "
@@ -290,8 +316,11 @@ def _compare(args, note):
     _paths_checked(checks)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise GoldenError("--plot needs matplotlib: pip install 'trilinear_bwd[golden]'")
+    cases = None if args.cases is None else [
+        i.strip() for text in args.cases for i in (text.split(",") if text else [text])]
     report = compare(args.directory, args.actual, reference=reference, standard=args.standard,
-                     level=args.level or "L0", progress=args.progress, worst=args.worst)
+                     level=args.level or "L0", progress=args.progress, worst=args.worst,
+                     cases=cases, present=args.present)
     print(report.summary())
     if args.json:
         def dump(tmp):

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from ._dtypes import GOLDEN_DTYPE
-from ._errors import GoldenError, GoldenFileError
+from ._errors import GoldenError, GoldenFileError, shown
 from ._files import actual_name, check_files, file_element, read_array
 from ._manifest import read_manifest
 from ._paths import input_dir
@@ -29,7 +29,7 @@ WORST = 5
 
 
 def compare(directory, actual, reference=None, standard="commercial", level="L0",
-            progress=None, worst=WORST):
+            progress=None, worst=WORST, cases=None, present=False):
     """Judge ``actual/<id>.actual.bin`` against the goldens of ``directory`` by a standard.
 
     Parameters
@@ -50,6 +50,13 @@ def compare(directory, actual, reference=None, standard="commercial", level="L0"
     worst : int
         Per failing case, list this many of its elements furthest from the
         golden (``Report.cases[k]["worst"]``).
+    cases : sequence of str, optional
+        Judge only the cases of these ids (default: every case of the set).
+    present : bool
+        Judge only the cases (of ``cases``, or of the set) whose result
+        ``actual`` holds, as an interrupted NPU run leaves them; the others
+        are listed in ``Report.missing`` and the verdict covers the cases
+        judged.  Default False: a missing result is a problem, named.
 
     Returns
     -------
@@ -59,7 +66,10 @@ def compare(directory, actual, reference=None, standard="commercial", level="L0"
     ------
     GoldenFileError
         The manifest breaks its format, or the files do not match it: every
-        problem, named (all are checked before any case is judged).
+        problem, named (all are checked before any case is judged); with
+        ``present``, no case has its result.
+    GoldenError
+        ``cases`` names an id the set does not hold.
     GoldenError
         The commercial standard without ``reference`` and without PyTorch.
     """
@@ -73,10 +83,27 @@ def compare(directory, actual, reference=None, standard="commercial", level="L0"
         reference, level = None, None
     if reference is not None:
         input_dir(reference, "reference", " (the third party's results, <id>.actual.bin)")
-    cases = manifest["cases"]
-    problems = check_files(directory, cases, actual, reference)
+    chosen = _chosen(manifest["cases"], cases, directory)
+    missing = []
+    if present:
+        # An interrupted NPU run: judge what it wrote, and say what it did not.
+        have = [c for c in chosen if os.path.lexists(os.path.join(actual, actual_name(c)))]
+        missing = [c["id"] for c in chosen if c not in have]
+        if not have:
+            raise GoldenFileError(
+                f"--present: none of the {_which(manifest, cases)} has a result in "
+                f"{os.fspath(actual)} (<id>.actual.bin)")
+        chosen = have
+    problems = check_files(directory, chosen, actual, reference)
     if problems:  # every file first: each mismatch is named before any verdict
-        raise GoldenFileError(problems)
+        absent = [c for c in chosen
+                  if not os.path.lexists(os.path.join(actual, actual_name(c)))]
+        hint = None
+        if absent and len(absent) < len(chosen):
+            hint = (f"{len(absent)} results missing from {os.fspath(actual)}: --present "
+                    f"judges the {len(chosen) - len(absent)} cases whose result is there "
+                    f"(in Python: present=True)")
+        raise GoldenFileError(problems, hint)
     third_party = None
     if standard == "commercial":
         if reference is not None:
@@ -89,12 +116,36 @@ def compare(directory, actual, reference=None, standard="commercial", level="L0"
 
             suffix = "_backward" if manifest["op"] == "backward" else ""
             third_party = TORCH_THIRD_PARTY.format(version=torch.__version__, suffix=suffix)
-    bar = _progress("compare", len(cases), progress)
+    bar = _progress("compare", len(chosen), progress)
     judged = []
-    for k, case in enumerate(cases):
+    for k, case in enumerate(chosen):
         judged.append(_judge(directory, actual, reference, standard, level, case, worst))
         bar(k + 1)
-    return Report(standard, level, third_party, judged)
+    listed = None if cases is None else len(_chosen(manifest["cases"], cases, directory))
+    return Report(standard, level, third_party, judged, in_set=len(manifest["cases"]),
+                  missing=missing, listed=listed, actual=actual)
+
+
+def _chosen(entries, ids, directory):
+    """The entries of ``ids`` (all when None), in the set's order; an unknown id is named."""
+    if ids is None:
+        return list(entries)
+    if isinstance(ids, str):
+        ids = [ids]
+    known = {c["id"] for c in entries}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise GoldenError([f"--case: no case {shown(i)} in "
+                           f"{os.path.join(os.fspath(directory), 'manifest.json')}"
+                           for i in unknown])
+    wanted = set(ids)
+    return [c for c in entries if c["id"] in wanted]
+
+
+def _which(manifest, ids):
+    """How a message names the cases considered: the set's, or those listed."""
+    n = len(manifest["cases"]) if ids is None else len(set(ids))
+    return f"set's {n} cases" if ids is None else f"{n} cases listed"
 
 
 def _judge(directory, actual, reference, standard, level, case, count):

@@ -5,6 +5,25 @@ operator refuses, and a missing file or a malformed manifest is no call.
 """
 
 
+# What a message shows of a value at the most: a file may hold a string of
+# any length, an integer of thousands of digits or a list nested as deep as
+# the JSON reader goes (issue 54).
+_SHOWN = 200
+
+
+def shown(v):
+    """``repr(v)`` for a message, cut to ``_SHOWN`` characters; never raises.
+
+    ``repr`` itself fails on a structure nested deeper than the recursion
+    limit and on an integer of more digits than ``int``'s string limit.
+    """
+    try:
+        text = repr(v)
+    except (RecursionError, ValueError):
+        return f"<a {type(v).__name__} too large to show>"
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN - 3]}... ({len(text)} characters)"
+
+
 class GoldenError(ValueError):
     """A golden set, a result folder, a path or an argument the workbench cannot use.
 
@@ -16,20 +35,25 @@ class GoldenError(ValueError):
     ----------
     problems : str or sequence of str
         One line per problem.
+    hint : str, optional
+        What the caller can do about them (the command line prints it as a
+        note, after the problems; it is no problem itself).
 
     Attributes
     ----------
     problems : list of str
         The lines, in the order found.
+    hint : str or None
     exit_status : int
         2, the command line's status for every such problem.
     """
 
     exit_status = 2
 
-    def __init__(self, problems):
+    def __init__(self, problems, hint=None):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("\n".join(self.problems))
+        self.hint = hint
+        super().__init__("\n".join(self.problems + ([hint] if hint else [])))
 
 
 class GoldenFileError(GoldenError):

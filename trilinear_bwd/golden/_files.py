@@ -15,13 +15,21 @@ import numpy as np
 from .._arrays import numpy_dtype
 from ._dtypes import GOLDEN_DTYPE
 from ._errors import GoldenFileError
+from ._paths import plain_name
 
 ACTUAL_SUFFIX = ".actual.bin"
 
 
 def actual_name(case):
-    """The file name of a case's result in a result folder: ``<id>.actual.bin``."""
-    return f"{case['id']}{ACTUAL_SUFFIX}"
+    """The file name of a case's result in a result folder: ``<id>.actual.bin``.
+
+    Raises
+    ------
+    GoldenFileError
+        The id is not a plain name (``_paths.plain_name``: the manifest's
+        rule), so that no id leads outside the folder.
+    """
+    return f"{plain_name(case['id'])}{ACTUAL_SUFFIX}"
 
 
 def to_file_order(array, fmt):

@@ -2,6 +2,7 @@
 
 import math
 import os
+import stat
 
 import numpy as np
 
@@ -11,7 +12,8 @@ from ._cases import values as draw_values
 from ._dtypes import DTYPES, GOLDEN_DTYPE
 from ._errors import GoldenError, GoldenFileError
 from ._files import actual_name, write_array
-from ._manifest import BYTE_ORDER, MANIFEST, MANIFEST_VERSION, check_case, read_manifest
+from ._manifest import BYTE_ORDER, FILE_FIELDS, MANIFEST, MANIFEST_VERSION, check_case
+from ._manifest import read_manifest
 from ._manifest import write_manifest
 from ._paths import new_dir
 from ._progress import progress as _progress
@@ -79,7 +81,11 @@ def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed
     replace : bool
         Write into a folder that holds an earlier set: the files its
         manifest lists (and, in ``actual``, those cases' results) are
-        removed first.
+        removed first, regular files only.  Files no manifest lists stay.
+        A path the new set writes that holds anything else (a file no
+        manifest lists, a folder, a link) is refused before anything is
+        removed: the workbench never writes through a link nor over, or
+        removes, a file it did not write.
 
     Returns
     -------
@@ -92,8 +98,10 @@ def generate(directory, op="backward", level="L0", dtypes=None, cases=None, seed
     ------
     GoldenError
         (a ``ValueError``) Arguments that do not go together, cases the CANN
-        call refuses (every one named), no case left to write, or a folder
-        that is not empty without ``replace``.  Nothing is written then.
+        call refuses (every one named), no case left to write, a folder
+        that is not empty without ``replace``, or, with it, a path the new
+        set writes that holds what no earlier manifest lists.  Nothing is
+        removed or written then.
     """
     return write_set(directory, op=op, level=level, dtypes=dtypes, cases=cases, seed=seed,
                      atk=atk, special=special, actual=actual, progress=progress,
@@ -150,50 +158,96 @@ def _elements(case):
     return max(math.prod(case["input_shape"]), math.prod(case["result_shape"]))
 
 
-def _listed(manifest):
-    """The names an earlier manifest lists, per case (its files), and its case ids."""
-    names = [case[f] for case in manifest["cases"]
-             for f in ("input", "golden", "golden_in_dtype") if f in case]
-    return names, [case["id"] for case in manifest["cases"]]
+def _new_names(k, case):
+    """The names case ``k`` of a new set gets: ``(id, {field: name in the set's folder}, result)``."""
+    ident = f"c{k:05d}"
+    return ident, {"input": f"{ident}.input.bin", "golden": f"{ident}.golden.bin",
+                   "golden_in_dtype": f"{ident}.golden.{case['dtype']}.bin"}, \
+        actual_name({"id": ident})
 
 
-def _clear(directory, actual, held, held_actual):
-    """Remove the earlier set's manifest and the files it lists; say what was removed and what stays."""
-    notes = []
-    old = None
-    if os.path.isfile(os.path.join(directory, MANIFEST)):
+def _is_regular_file(path):
+    """True for a regular file that is not a link (``os.path.isfile`` follows links)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _replace_plan(directory, actual, chosen):
+    """What replacing the earlier set removes, and every problem that forbids writing the new one.
+
+    Returns ``(plan, problems)``.  ``plan`` is None without an earlier
+    manifest, else a dict: ``cases`` (how many it lists), ``files`` and
+    ``results`` (the regular files it lists in ``directory``, and those
+    cases' results in ``actual``, to remove), ``listed`` (how many case
+    files it lists).  A problem is a path the new set would write that
+    holds anything else -- a file no manifest lists, a link, a folder --
+    since the workbench neither writes through a link nor overwrites (nor,
+    on failure, removes) what it did not write: nothing is removed or
+    written when there is one.
+    """
+    manifest_path = os.path.join(directory, MANIFEST)
+    plan = None
+    if os.path.lexists(manifest_path):
+        if not _is_regular_file(manifest_path):
+            return None, [f"{manifest_path}: not a regular file (a link or a folder) where "
+                          f"the new set's manifest goes; the workbench neither follows links "
+                          f"nor removes what it did not write: move it, then run again"]
         try:
             old = read_manifest(directory)
         except GoldenFileError as exc:
-            raise GoldenFileError(
-                [f"{os.path.join(directory, MANIFEST)}: the earlier set's manifest cannot be "
-                 f"read, so what it lists is unknown; remove its files by hand"]
-                + exc.problems) from None
-    removed = 0
-    if old is not None:
-        names, ids = _listed(old)
-        os.remove(os.path.join(directory, MANIFEST))
-        removed += 1
-        for name in names:
-            path = os.path.join(directory, name)
-            if os.path.isfile(path):
-                os.remove(path)
-                removed += 1
-        if actual is not None:
-            for ident in ids:
-                path = os.path.join(actual, actual_name({"id": ident}))
-                if os.path.isfile(path):
-                    os.remove(path)
-                    removed += 1
-        notes.append(f"replaced the earlier set ({len(ids)} cases): removed {removed} files "
-                     f"its manifest lists (and their results)")
-    for folder, before in ((directory, held), (actual, held_actual)):
-        if folder is None or not before:
+            return None, [f"{manifest_path}: the earlier set's manifest cannot be read, so "
+                          f"what it lists is unknown; remove its files by hand"] + exc.problems
+        files = [os.path.join(directory, c[f]) for c in old["cases"]
+                 for f in FILE_FIELDS if f in c]
+        results = [os.path.join(actual, actual_name(c)) for c in old["cases"]] \
+            if actual is not None else []
+        # Only regular files: a link or a folder under a listed name is not
+        # the earlier set's file, so it stays (refused below if in the way).
+        plan = {"cases": len(old["cases"]), "listed": len(files),
+                "files": [p for p in files if _is_regular_file(p)],
+                "results": [p for p in results if _is_regular_file(p)]}
+    free = {os.path.abspath(p) for p in ([manifest_path] + plan["files"] + plan["results"]
+                                         if plan else [])}
+    problems = []
+    for k, case in enumerate(chosen):
+        ident, files, result = _new_names(k, case)
+        paths = [os.path.join(directory, name) for name in files.values()]
+        paths += [os.path.join(actual, result)] if actual is not None else []
+        for path in paths:
+            if os.path.lexists(path) and os.path.abspath(path) not in free:
+                what = ("a link" if os.path.islink(path) else "a folder" if os.path.isdir(path)
+                        else "a file no earlier manifest lists")
+                problems.append(f"{path}: {what}, where the new set's case {ident} writes; "
+                                f"the workbench writes neither through a link nor over what it "
+                                f"did not write: move it, then run again")
+    return plan, problems
+
+
+def _clear(directory, actual, plan):
+    """Remove the earlier set's files (``plan``); the lines that say what was removed and kept."""
+    notes = []
+    if plan is not None:
+        for path in [os.path.join(directory, MANIFEST)] + plan["files"] + plan["results"]:
+            os.remove(path)
+        removed, listed = len(plan["files"]), plan["listed"]
+        gone = listed - removed
+        kept = f"{removed} of its {listed} case files" if gone else f"its {listed} case files"
+        if gone:
+            kept += f" ({gone} listed {'was' if gone == 1 else 'were'} not there or not a file)"
+        notes.append(f"replaced the earlier set ({plan['cases']} cases): removed {MANIFEST}, "
+                     f"{kept} and {len(plan['results'])} results")
+    for folder in (directory, actual):
+        if folder is None or not os.path.isdir(folder):
             continue
-        left = len(os.listdir(folder))
+        left = sorted(os.listdir(folder))
         if left:
-            notes.append(f"{os.fspath(folder)}: {left} files no earlier manifest lists were left "
-                         f"in place")
+            named = ", ".join(left[:5]) + (f", ... ({len(left) - 5} more)" if len(left) > 5
+                                            else "")
+            notes.append(f"{os.fspath(folder)}: {len(left)} file{'s' if len(left) != 1 else ''} "
+                         f"no manifest lists {'were' if len(left) != 1 else 'was'} left in "
+                         f"place: {named}")
     return notes
 
 
@@ -225,7 +279,11 @@ def write_set(directory, op="backward", level="L0", dtypes=None, cases=None, see
         problems += check_case(case, label, entry=False)
     if problems:
         raise GoldenError(problems)
-    notes = _clear(directory, actual, held, held_actual) if held or held_actual else []
+    plan, problems = _replace_plan(directory, actual, chosen) if held or held_actual \
+        else (None, [])
+    if problems:
+        raise GoldenFileError(problems)
+    notes = _clear(directory, actual, plan) if held or held_actual else []
     manifest = {"manifest_version": MANIFEST_VERSION, "tool": "trilinear_bwd.golden",
                 "version": __version__, "op": op, "source": source,
                 "golden_dtype": GOLDEN_DTYPE, "byte_order": BYTE_ORDER, "result_elements": 0,
@@ -263,18 +321,24 @@ def _write(directory, actual, chosen, manifest, written, bar):
 
     def put(folder, name, array, fmt):
         path = os.path.join(folder, name)
-        written.append(path)
-        write_array(path, array, fmt)
+        # Created here or not at all ("x": fails on any existing entry,
+        # a link included): never written through a link nor over a file
+        # this run did not write, and only what it created is removed if
+        # it fails (_replace_plan refused such paths already; this holds
+        # against anything that appears meanwhile).
+        with open(path, "xb") as f:
+            written.append(path)
+            write_array(f, array, fmt)
 
     entries = manifest["cases"]
     for k, case in enumerate(chosen):
-        case = dict({"id": f"c{k:05d}"}, **case)
+        ident, files, _ = _new_names(k, case)
+        case = dict({"id": ident}, **case)
         x = draw_values(case)
         truth = golden(case, x)
         own, checks = library_result(case, x)
-        ident, dtype, fmt = case["id"], case["dtype"], case["format"]
-        case.update(input=f"{ident}.input.bin", golden=f"{ident}.golden.bin",
-                    golden_in_dtype=f"{ident}.golden.{dtype}.bin", checks=checks)
+        dtype, fmt = case["dtype"], case["format"]
+        case.update(files, checks=checks)
         put(directory, case["input"], x, fmt)
         put(directory, case["golden"], truth, fmt)
         with np.errstate(over="ignore"):  # beyond the dtype's range: its infinity

@@ -10,22 +10,22 @@ writes them.
 """
 
 import json
-import math
 import os
-import re
 
-from ._cases import DISTRIBUTIONS, FORMATS, OPS, SPECIAL_VALUES
+from .._operator import MAX_DIM
+from ._cases import DISTRIBUTIONS, FORMATS, OPS, SPECIAL_VALUES, is_finite
 from ._dtypes import DTYPES, GOLDEN_DTYPE
-from ._errors import GoldenFileError
-from ._paths import input_dir, write_atomically
+from ._errors import GoldenFileError, shown as _shown
+from ._paths import input_dir, load_json, write_atomically
+from ._paths import plain_name_problem as _plain_name
 from ._run import refusal
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 BYTE_ORDER = "little"
-# A case's id and its files' names: plain names inside the set's folder (no
-# separator, no leading dot), so a manifest cannot point outside it.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\Z")
+# The largest size a shape's element may hold: the operator's per-dimension
+# limit (the CANN call refuses more, by name).
+MAX_SIZE = MAX_DIM
 
 
 def _is_int(v):
@@ -39,9 +39,9 @@ def _is_real(v):
 def _one_of(allowed):
     def check(v):
         if not isinstance(v, str):
-            return f"must be a string, one of {', '.join(allowed)}; got {v!r}"
+            return f"must be a string, one of {', '.join(allowed)}; got {_shown(v)}"
         if v not in allowed:
-            return f"must be one of {', '.join(allowed)}, got {v!r}"
+            return f"must be one of {', '.join(allowed)}, got {_shown(v)}"
         return None
     return check
 
@@ -49,27 +49,27 @@ def _one_of(allowed):
 def _exactly(expected):
     def check(v):
         if type(v) is not type(expected):
-            return f"must be {expected!r}, got {v!r} ({type(v).__name__})"
+            return f"must be {_shown(expected)}, got {_shown(v)} ({type(v).__name__})"
         if v != expected:
-            return f"must be {expected!r}, got {v!r}"
+            return f"must be {_shown(expected)}, got {_shown(v)}"
         return None
     return check
 
 
 def _of_type(kind, words):
     def check(v):
-        return None if isinstance(v, kind) else f"must be {words}, got {v!r}"
+        return None if isinstance(v, kind) else f"must be {words}, got {_shown(v)}"
     return check
 
 
 def _count(v):
     if not _is_int(v):
-        return f"must be an integer, got {v!r}"
+        return f"must be an integer, got {_shown(v)}"
     return None if v >= 0 else f"must be >= 0, got {v}"
 
 
 def _flag(v):
-    return None if isinstance(v, bool) else f"must be true or false, got {v!r}"
+    return None if isinstance(v, bool) else f"must be true or false, got {_shown(v)}"
 
 
 def _sequence(axes, integer):
@@ -78,16 +78,22 @@ def _sequence(axes, integer):
 
     def check(v):
         if not isinstance(v, (list, tuple)):
-            return f"must be a list of {len(axes)} {kind} ({', '.join(axes)}), got {v!r}"
+            return f"must be a list of {len(axes)} {kind} ({', '.join(axes)}), got {_shown(v)}"
         if len(v) != len(axes):
-            return f"must have {len(axes)} elements ({', '.join(axes)}), got {len(v)}: {v!r}"
+            return (f"must have {len(axes)} elements ({', '.join(axes)}), got {len(v)}: "
+                    f"{_shown(v)}")
         for k, x in enumerate(v):
             if not (_is_int(x) if integer else _is_real(x)):
-                return f"element {k} ({axes[k]}) must be {one}, got {x!r}"
+                return f"element {k} ({axes[k]}) must be {one}, got {_shown(x)}"
             if integer and x < 0:
                 return f"element {k} ({axes[k]}) must be >= 0, got {x}"
-            if not integer and not math.isfinite(x):
-                return f"element {k} ({axes[k]}) must be finite, got {x!r}"
+            if integer and x > MAX_SIZE:
+                # Beyond the operator's limits (2**20 a dimension), and
+                # beyond what NumPy can shape: refused here by name.
+                return (f"element {k} ({axes[k]}) must be at most 2**{MAX_SIZE.bit_length() - 1}"
+                        f", got {_shown(x)}")
+            if not integer and not is_finite(x):
+                return f"element {k} ({axes[k]}) must be finite, got {_shown(x)}"
         return None
     return check
 
@@ -96,29 +102,20 @@ _shape = _sequence("NCDHW", integer=True)
 _scales = _sequence(("scalesD", "scalesH", "scalesW"), integer=False)
 
 
-def _plain_name(v):
-    if not isinstance(v, str):
-        return f"must be a string, got {v!r}"
-    if not _PLAIN_NAME.match(v):
-        return (f"must be a plain file name (letters, digits, '_', '.', '+', '-'; no folder, "
-                f"no leading dot), got {v!r}")
-    return None
-
-
 # The rule's optional keys beside its law's parameters.
 _RULE_EXTRAS = {"seed": lambda v: _count(v) or (None if v < 2 ** 64 else f"must be < 2^64, got {v}"),
                 "outliers": _flag,
                 "special": _of_type(str, "a string"),
                 "atk_id": lambda v: None if _is_int(v) or isinstance(v, str)
-                else f"must be an integer or a string, got {v!r}"}
+                else f"must be an integer or a string, got {_shown(v)}"}
 
 
 def _rule(v):
     if not isinstance(v, dict):
-        return f"must be an object with a 'distribution', got {v!r}"
+        return f"must be an object with a 'distribution', got {_shown(v)}"
     law = v.get("distribution")
-    if law not in DISTRIBUTIONS:
-        return f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {law!r}"
+    if not isinstance(law, str) or law not in DISTRIBUTIONS:
+        return f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {_shown(law)}"
     for key in DISTRIBUTIONS[law]:
         if key not in v:
             return f"{key}: missing (a {law} law's parameter)"
@@ -126,8 +123,8 @@ def _rule(v):
         if key == "distribution":
             continue
         if key in DISTRIBUTIONS[law] and key != "special":
-            if not _is_real(value) or not math.isfinite(value):
-                return f"{key} must be a finite number, got {value!r}"
+            if not is_finite(value):
+                return f"{key} must be a finite number, got {_shown(value)}"
         elif key in _RULE_EXTRAS:
             problem = _RULE_EXTRAS[key](value)
             if problem:
@@ -135,19 +132,19 @@ def _rule(v):
         else:
             return f"{key}: not a key of a {law} rule"
     if law == "uniform" and v["low"] > v["high"]:
-        return f"low must be <= high, got {v['low']!r} > {v['high']!r}"
+        return f"low must be <= high, got {_shown(v['low'])} > {_shown(v['high'])}"
     if law == "normal" and v["sigma"] < 0:
-        return f"sigma must be >= 0, got {v['sigma']!r}"
+        return f"sigma must be >= 0, got {_shown(v['sigma'])}"
     if law == "constant" and (not isinstance(v["special"], str) or not all(
             s in SPECIAL_VALUES[:3] for s in v["special"].split(","))):
         return (f"special must be {', '.join(SPECIAL_VALUES[:3])} or several joined by ',', "
-                f"got {v['special']!r}")
+                f"got {_shown(v['special'])}")
     return None
 
 
 def _checks(v):
     if not isinstance(v, dict):
-        return f"must be an object {{'deterministic': bool, 'unwritten': int}}, got {v!r}"
+        return f"must be an object {{'deterministic': bool, 'unwritten': int}}, got {_shown(v)}"
     for key, check in (("deterministic", _flag), ("unwritten", _count)):
         if key not in v:
             return f"{key}: missing"
@@ -160,7 +157,7 @@ def _checks(v):
 
 def _list_of_objects(v):
     if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
-        return f"must be a list of objects, got {v!r}"
+        return f"must be a list of objects, got {_shown(v)}"
     return None
 
 
@@ -217,7 +214,7 @@ def check_case(case, label, op=None, entry=True):
     """
     if not isinstance(case, dict):
         return [f"{label}: must be an object with the fields "
-                f"{', '.join(list(CALL_FIELDS) + list(ENTRY_FIELDS))}, got {case!r}"]
+                f"{', '.join(list(CALL_FIELDS) + list(ENTRY_FIELDS))}, got {_shown(case)}"]
     fields = dict(CALL_FIELDS, **ENTRY_FIELDS) if entry else CALL_FIELDS
     problems, good = [], set()
     for field, check in fields.items():
@@ -233,7 +230,8 @@ def check_case(case, label, op=None, entry=True):
     if entry:
         problems += [f"{label}: {key}: not a field of a case" for key in case if key not in fields]
     if op is not None and "op" in good and case["op"] != op:
-        problems.append(f"{label}: op: must be the set's op {op!r}, got {case['op']!r}")
+        problems.append(f"{label}: op: must be the set's op {_shown(op)}, "
+                        f"got {_shown(case['op'])}")
     shapes = {"input_shape", "result_shape"}
     if shapes <= good and case["input_shape"][:2] != case["result_shape"][:2]:
         problems.append(f"{label}: input_shape, result_shape: N and C must be the same in both, "
@@ -268,7 +266,7 @@ def check(manifest, where):
                  if key not in TOP_FIELDS]
     cases = manifest.get("cases")
     if "cases" in manifest and not isinstance(cases, list):
-        problems.append(f"{where}: cases: must be a list of cases, got {cases!r}")
+        problems.append(f"{where}: cases: must be a list of cases, got {_shown(cases)}")
         return problems
     if "cases" in manifest and not cases:
         problems.append(f"{where}: cases: empty (no case to judge)")
@@ -287,7 +285,7 @@ def check(manifest, where):
             name = case.get(field)
             if _plain_name(name) is None:
                 if name in files:
-                    problems.append(f"{label}: {field}: {name!r} is also {files[name]}")
+                    problems.append(f"{label}: {field}: {_shown(name)} is also {files[name]}")
                 files.setdefault(name, f"{_label(case, k)}'s {field}")
     return problems
 
@@ -314,7 +312,7 @@ def read_manifest(directory):
     path = os.path.join(directory, MANIFEST)
     try:
         with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
+            manifest = load_json(f)
     except FileNotFoundError:
         raise GoldenFileError(f"{path}: not found (run `golden generate` first)") from None
     except (OSError, ValueError) as exc:

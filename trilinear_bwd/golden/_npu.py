@@ -170,7 +170,9 @@ def read_result(actual, case):
     Raises
     ------
     GoldenFileError
-        The file is missing or of the wrong size.
+        The case's id is not a plain name (the manifest's rule, as
+        :func:`read_case` checks it), or the file is missing or of the
+        wrong size.
     """
     ident, dtype, fmt, shape = _fields(case)
     return read_array(os.path.join(actual, actual_name({"id": ident})), dtype, shape, fmt,
@@ -201,9 +203,12 @@ def write_result(actual, case, result):
     GoldenError
         ``result`` has another shape or dtype (nothing is written).
     GoldenFileError
-        The file cannot be written (nothing half-written is left).
+        The case's id is not a plain name (the manifest's rule, as
+        :func:`read_case` checks it: no id leads outside ``actual``), or
+        the file cannot be written (nothing half-written is left).
     """
     ident, dtype, fmt, shape = _fields(case)
+    name = actual_name({"id": ident})   # the id checked before anything is made
     data = _as_numpy(result)
     if tuple(data.shape) != shape:
         raise GoldenError(f"case {ident}: the result's shape must be {shape} (N, C, D, H, W), "
@@ -215,6 +220,6 @@ def write_result(actual, case, result):
     except OSError as exc:
         raise GoldenFileError(f"{os.fspath(actual)}: cannot be made a directory "
                               f"({exc.strerror or exc})") from None
-    path = os.path.join(actual, actual_name({"id": ident}))
+    path = os.path.join(actual, name)
     write_atomically(path, lambda tmp: write_array(tmp, data, fmt))
     return path

@@ -8,10 +8,47 @@ file beside the target, renamed over it once complete: a failed write
 leaves no half-written file.
 """
 
+import json
 import os
+import re
+import sys
 import uuid
 
-from ._errors import GoldenFileError
+from ._errors import GoldenFileError, shown
+
+# A case's id and its files' names: plain names inside the set's folder (no
+# separator, no leading dot, so neither ".." nor a hidden file), so that
+# neither a manifest nor a caller's case can point outside the folder.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\Z")
+
+
+def plain_name_problem(v):
+    """What keeps ``v`` from being a case's id or file name, or None: the one rule for both.
+
+    Every entry point that turns an id or a name into a path applies it:
+    the manifest's check (``read_manifest``, ``read_case``) and
+    :func:`plain_name` (``write_result``, ``read_result``, the file names
+    of a case).
+    """
+    if not isinstance(v, str):
+        return f"must be a string, got {shown(v)}"
+    if not _PLAIN_NAME.match(v):
+        return (f"must be a plain file name (letters, digits, '_', '.', '+', '-'; no folder, "
+                f"no leading dot), got {shown(v)}")
+    return None
+
+
+def plain_name(v, field="id"):
+    """``v`` if it is a plain name (:func:`plain_name_problem`); else a :class:`GoldenFileError`.
+
+    The error names the case and the field as the manifest's check does:
+    ``case '../x': id: must be a plain file name ...``.
+    """
+    problem = plain_name_problem(v)
+    if problem:
+        label = v if isinstance(v, str) and _PLAIN_NAME.match(v) else shown(v)
+        raise GoldenFileError(f"case {label}: {field}: {problem}")
+    return v
 
 
 def _named(label, path):
@@ -108,3 +145,19 @@ def write_atomically(path, write, label=None):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def load_json(file):
+    """``json.load(file)``; a document nested too deep to read is a ``ValueError`` too.
+
+    JSON of any depth is valid JSON, and Python's reader stops at its
+    recursion limit with a ``RecursionError``; no file the workbench reads
+    (a manifest, an ATK case file) nests more than a few levels.  As a
+    ``ValueError`` it is worded by the caller as any JSON it cannot read
+    (``OSError`` too is left to the caller).
+    """
+    try:
+        return json.load(file)
+    except RecursionError:
+        raise ValueError(f"arrays or objects nested deeper than {sys.getrecursionlimit()} "
+                         f"levels") from None

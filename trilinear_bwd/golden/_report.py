@@ -1,6 +1,7 @@
 """The outcome of a comparison: :class:`Report`, its console lines, its JSON and its plot."""
 
 import math
+import os
 
 import numpy as np
 
@@ -63,11 +64,24 @@ class Report:
         ``relative_error``, and ``third_party`` for the commercial standard)
         and, when it broke the commercial standard's small-value bound,
         ``worst_small``: the small-value errors, largest first.
+    in_set : int
+        How many cases the set holds (``len(cases)`` when every one was judged).
+    missing : list of str
+        With ``compare(..., present=True)``: the ids of the cases not judged
+        because their result is missing (``passed`` covers the cases judged).
+    listed : int or None
+        With ``compare(..., cases=[...])``: how many cases were listed.
+    actual : str or None
+        The result folder (named where results are missing).
     """
 
-    def __init__(self, standard, level, third_party, cases):
+    def __init__(self, standard, level, third_party, cases, in_set=None, missing=(),
+                 listed=None, actual=None):
         self.standard, self.level, self.third_party, self.cases = \
             standard, level, third_party, cases
+        self.in_set = len(cases) if in_set is None else in_set
+        self.missing, self.listed = list(missing), listed
+        self.actual = None if actual is None else os.fspath(actual)
         self.passed = all(c["passed"] for c in cases)
 
     @property
@@ -80,6 +94,7 @@ class Report:
         return _jsonable({"standard": self.standard, "level": self.level,
                           "third_party": self.third_party, "passed": self.passed,
                           "cases_total": len(self.cases), "cases_failed": len(self.failed),
+                          "cases_in_set": self.in_set, "cases_missing": self.missing,
                           "cases": self.cases})
 
     def summary(self, details=DETAILS):
@@ -98,6 +113,7 @@ class Report:
                 "mixed": "mixed tolerance standard (single benchmark)"}[self.standard]
         lines = [f"{what}: {len(self.cases)} cases, {len(self.cases) - len(self.failed)} passed, "
                  f"{len(self.failed)} failed -> {'PASS' if self.passed else 'FAIL'}"]
+        lines += self._coverage()
         if self.cases:
             lines.append(self._closest())
         for k, c in enumerate(self.failed):
@@ -109,6 +125,23 @@ class Report:
             lines.append(f"  (figures and worst elements shown for the first {details} failing "
                          f"cases; every case's are in the JSON report)")
         return "\n".join(lines)
+
+    def _coverage(self):
+        """A line when the verdict covers fewer cases than the set holds (and why)."""
+        if self.missing:
+            where = ("the " + str(self.listed) + " cases listed" if self.listed is not None
+                     else "the set's " + str(self.in_set) + " cases")
+            n = len(self.missing)
+            shown = ", ".join(self.missing[:10]) + (f", ... ({n - 10} more)" if n > 10 else "")
+            return [f"  not judged: {n} of {where} {'has' if n == 1 else 'have'} no result in "
+                    f"{self.actual} ({shown}); this verdict covers the {len(self.cases)} "
+                    f"judged"]
+        if len(self.cases) < self.in_set:
+            ids = ", ".join(c["id"] for c in self.cases[:10]) + (
+                f", ... ({len(self.cases) - 10} more)" if len(self.cases) > 10 else "")
+            return [f"  judged {len(self.cases)} of the set's {self.in_set} cases (--case): "
+                    f"{ids}"]
+        return []
 
     def _bound(self, case, key):
         return bounds(self.standard, case["dtype"], self.level or "L0")[key]

@@ -27,7 +27,7 @@ import torch
 from torch.autograd.graph import increment_version
 
 from .. import _arrays, _fork
-from .._status import ExecutionError, InternalError, InvalidArgumentError
+from .._status import AllocationError, ExecutionError, InvalidArgumentError
 
 _TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 
@@ -116,7 +116,7 @@ def new_tensor(shape, dtype, memory_format, name):
     try:
         result = torch.empty(shape, dtype=dtype, device="cpu", memory_format=memory_format)
     except RuntimeError as exc:   # PyTorch's out-of-memory on CPU
-        raise InternalError(f"could not allocate {name} of shape {shape}: {exc}") from None
+        raise AllocationError(f"could not allocate {name} of shape {shape}: {exc}") from None
     return huge_pages(result)
 
 
