@@ -32,7 +32,7 @@ from trilinear_bwd._status import InternalError
 # A runner whose workspace is at most this many bytes keeps one of its own
 # (a few rows of a tiny call), used by one raw run at a time, which saves a
 # look-up of this thread's scratch workspace on every call of the torch
-# fast path (``docs/torch.md``, "Per-call cost").
+# fast path (``docs/design.md``, "Per-call cost").
 OWN_WORKSPACE_BYTES = 16 * 2**10
 # Each thread's scratch workspace is kept between runs when it is at most
 # this large (a workspace is a few rows per thread, not a volume).

@@ -5,7 +5,7 @@ geometry goes the careful way (:func:`run`: every rule of the contract,
 then the core's runner); what it established is remembered here, keyed on
 the tensor's metadata only (``_fast.key``), never on an address, and the
 calls after it take the compiled fast path (``_fast.FastPath``) straight to
-the kernel (``docs/torch.md``, "Per-call cost").  A geometry the contract
+the kernel (``docs/design.md``, "Per-call cost").  A geometry the contract
 refuses is remembered too, so that its later calls go to PyTorch's kernel
 (:func:`cold`) without being checked again.
 """
