@@ -34,9 +34,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from _hardening import UNDER_SANITIZER
 from test_docs_examples import PAGES, blocks
 
 ROOT = Path(__file__).resolve().parent.parent
+# The commands run here are the CLIs' and examples' own code, which their
+# tests run under the sanitizers; running them again there costs the
+# sanitizer step minutes and finds nothing new.
+_NOT_UNDER_SANITIZER = pytest.mark.skipif(
+    UNDER_SANITIZER, reason="the pages' commands run in the plain runs; their code is tested "
+    "under the sanitizers by its own tests")
 
 _TORCH_RANGE = ".ci/run (its step loop runs `bash ci/test_torch_range.sh`)"
 COMMANDS = {
@@ -140,6 +147,14 @@ def _env():
     return env
 
 
+def _cwd(command, tmp_path):
+    """The clone's root, as the pages mean; an empty folder for ``python -m`` against an
+    installed package (the root would put the source tree first on sys.path)."""
+    if os.environ.get("TRILINEAR_BWD_EXPECT_INSTALLED_IN") and " -m " in f" {command} ":
+        return tmp_path
+    return ROOT
+
+
 def _python(command):
     """``command``'s argv with ``python`` as this interpreter."""
     argv = shlex.split(command)
@@ -147,14 +162,15 @@ def _python(command):
     return [sys.executable] + argv[1:]
 
 
+@_NOT_UNDER_SANITIZER
 @pytest.mark.parametrize("command", [c for c, h in COMMANDS.items() if h[0] == "here"])
-def test_cheap_commands_run_as_written(command):
+def test_cheap_commands_run_as_written(command, tmp_path):
     if command.startswith("python examples/") and not (ROOT / "examples").exists():
         pytest.skip("no examples in this tree")
     if "dask_batch" in command:
         pytest.importorskip("distributed")
-    out = subprocess.run(_python(command), cwd=ROOT, env=_env(), capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(_python(command), cwd=_cwd(command, tmp_path), env=_env(),
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -175,19 +191,23 @@ else:
 """
 
 
+@_NOT_UNDER_SANITIZER
 @pytest.mark.parametrize("command", [c for c, h in COMMANDS.items() if h[0] == "parsed"])
-def test_long_commands_parse_as_written(command):
+def test_long_commands_parse_as_written(command, tmp_path):
     if command.startswith("python examples/"):
         if not (ROOT / "examples").exists():
             pytest.skip("no examples in this tree")
         pytest.importorskip("torch")
     argv = [sys.executable, "-c", _PARSE_ONLY] + _python(command)[1:]
-    out = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True,
-                         timeout=300)
+    if not command.startswith("python -m"):
+        argv[3] = str(ROOT / argv[3])          # the example, from any folder
+    out = subprocess.run(argv, cwd=_cwd(command, tmp_path), env=_env(), capture_output=True,
+                         text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.split()[-1:] == ["parsed"], out.stderr[-2000:]
     assert (ROOT / COMMANDS[command][1]).exists()
 
 
+@_NOT_UNDER_SANITIZER
 def test_the_readme_golden_loop_runs_as_written(tmp_path):
     pytest.importorskip("torch")
     generate, compare = [c for c, h in COMMANDS.items() if h[0] == "golden"]
