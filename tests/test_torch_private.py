@@ -171,3 +171,17 @@ def test_a_failed_import_leaves_nothing_half_registered():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.returncode == 0 and out.stdout.split()[-1:] == ["ok"], out.stderr[-3000:]
+
+
+def test_the_plain_route_is_taken_on_this_release():
+    # The dispatch-key test must say "plain" for a plain CPU tensor on every
+    # release CI tests (before PyTorch 2.5 key sets compared by identity, so
+    # it never did and every call went through the operator).
+    from trilinear_bwd.torch import _dropin
+    assert _private.PLAIN_KEYS is not None
+    for tensor in (torch.randn(1, 2, 3, 3, 3), torch.nn.Parameter(torch.randn(1, 1, 2, 2, 2)),
+                   torch.randn(1, 2, 3, 3, 3, requires_grad=True)):
+        assert _dropin._plain(tensor)
+    assert not _dropin._plain(torch.randn(1, 2, 3, 3, 3)._neg_view())
+    with torch.inference_mode():
+        assert not _dropin._plain(torch.randn(1, 2, 3, 3, 3))
