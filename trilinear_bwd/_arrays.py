@@ -225,14 +225,33 @@ def check_dtype(arr, name):
         raise invalid(f"{name} must be in native byte order, got {dtype.str}")
 
 
+def same_strides(shape, strides, other):
+    """True if ``strides`` and ``other`` address the same elements of an array of ``shape``.
+
+    The stride of an axis of size 1 is never multiplied by anything but 0, and
+    an array with an axis of size 0 has no elements: those strides say nothing
+    about the layout (PyTorch, NumPy and DLPack exporters each report them in
+    their own way), so only the strides of axes longer than 1 are compared.
+    Every check that compares strides goes through here.
+    """
+    if len(strides) != len(shape) or len(other) != len(shape):
+        return False
+    if 0 in shape:
+        return True
+    return all(a == b for n, a, b in zip(shape, strides, other) if n > 1)
+
+
 def is_misaligned(arr):
     """True if an element of ``arr`` is not aligned to its size (the kernel needs aligned ones)."""
     if not arr.flags.aligned:
         return True
     # NumPy's flag checks the address and the strides against the dtype's
     # alignment, which is its size for the four float types on every 64-bit
-    # platform; the loop below only runs where it is not.
-    return arr.dtype.alignment < arr.itemsize and any(st % arr.itemsize for st in arr.strides)
+    # platform; the loop below only runs where it is not.  Axes of size 1
+    # (or an empty array) are never stepped along: their strides do not count.
+    if arr.dtype.alignment >= arr.itemsize or arr.size == 0:
+        return False
+    return any(st % arr.itemsize for st, n in zip(arr.strides, arr.shape) if n > 1)
 
 
 def check_aligned(arr, name):

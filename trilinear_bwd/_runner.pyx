@@ -32,7 +32,7 @@ from trilinear_bwd._status import AllocationError
 # A runner whose workspace is at most this many bytes keeps one of its own
 # (a few rows of a tiny call), used by one raw run at a time, which saves a
 # look-up of this thread's scratch workspace on every call of the torch
-# fast path (``docs/torch.md``, "Per-call cost").  32 KiB of float64 sums:
+# fast path (``docs/design.md``, "Per-call cost").  32 KiB of float64 sums:
 # the geometries that 16 KiB covered when small calls summed in float32.
 OWN_WORKSPACE_BYTES = 32 * 2**10
 # Each thread's scratch workspace is kept between runs when it is at most

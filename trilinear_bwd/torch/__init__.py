@@ -44,10 +44,27 @@ torch.Size([1, 2, 4, 4, 4])
 ...     y.sum().backward()               # runs this library's kernel
 """
 
-from . import _cache
-from ._backward import upsample_trilinear3d_backward
-from ._dropin import upsample_trilinear3d
-from ._override import disable, enable, enabled, is_enabled
+import sys as _sys
+
+try:
+    from . import _cache
+    from ._backward import upsample_trilinear3d_backward
+    from ._dropin import upsample_trilinear3d
+    from ._override import disable, enable, enabled, is_enabled
+except BaseException:
+    # Leave nothing half registered: the operators registered so far go
+    # (every import-time registration is on _operators' library), and so do
+    # the submodules imported, so that a later import starts afresh instead
+    # of failing on "Tried to register an operator ... multiple times".
+    _operators = _sys.modules.get(__name__ + "._operators")
+    if _operators is not None and hasattr(_operators, "unregister"):
+        _operators.unregister()
+    for _name in [m for m in _sys.modules if m.startswith(__name__ + ".")]:
+        # The compiled _fast holds no registration and stays (an extension
+        # module is not re-run by a second import anyway).
+        if not _name.endswith("._fast"):
+            del _sys.modules[_name]
+    raise
 
 __all__ = [
     "call_counts",

@@ -27,6 +27,7 @@ import torch
 from torch.autograd.graph import increment_version
 
 from .. import _arrays, _fork
+from . import _private
 from .._status import AllocationError, ExecutionError, InvalidArgumentError
 
 _TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
@@ -277,7 +278,7 @@ class TensorKind:
                 "torch.inference_mode(); pass a normal tensor (tensor.clone())"
             )
         dtype_name = str(tensor.dtype).rpartition(".")[2]
-        if tensor._is_zerotensor():
+        if _private.is_zerotensor(tensor):
             if written:
                 raise InvalidArgumentError(f"{name} is a torch zero tensor, which has no memory to write into")
             if dtype_name == "bfloat16":
@@ -306,7 +307,7 @@ class TensorKind:
     def binding(tensor, name):
         """The :class:`TensorBinding` of a tensor with memory, else None (``view`` says why)."""
         try:
-            if tensor._is_zerotensor():
+            if _private.is_zerotensor(tensor):
                 return None
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -10,7 +10,7 @@ import torch
 from .. import _threads
 from .._runner import variant
 from .._status import InvalidArgumentError, NullArgumentError
-from . import _cache, _pytorch
+from . import _cache, _private, _pytorch
 from ._fast import Geometry, key
 
 
@@ -126,4 +126,4 @@ def _plain_key(grad_output, output_size, input_size, align_corners, scales, memo
 
 def _is_lazy(tensor):
     """True if ``tensor``'s values are not its memory (a lazy negation or conjugation, zeros)."""
-    return tensor.is_neg() or tensor.is_conj() or tensor._is_zerotensor()
+    return tensor.is_neg() or tensor.is_conj() or _private.is_zerotensor(tensor)

@@ -5,7 +5,7 @@ geometry goes the careful way (:func:`run`: every rule of the contract,
 then the core's runner); what it established is remembered here, keyed on
 the tensor's metadata only (``_fast.key``), never on an address, and the
 calls after it take the compiled fast path (``_fast.FastPath``) straight to
-the kernel (``docs/torch.md``, "Per-call cost").  A geometry the contract
+the kernel (``docs/design.md``, "Per-call cost").  A geometry the contract
 refuses is remembered too, so that its later calls go to PyTorch's kernel
 (:func:`cold`) without being checked again.
 """
@@ -15,7 +15,7 @@ import functools
 import torch
 
 from .. import _threads
-from .._arrays import as_array, is_misaligned
+from .._arrays import as_array, is_misaligned, same_strides
 from .._operator import BACKWARD, FORWARD, check
 from .._runner import run_once, variant
 from .._status import InvalidArgumentError, LimitError, NullArgumentError
@@ -104,7 +104,11 @@ def _faithful(key, source, tensor, misaligned):
     if key is None or misaligned or source.size == 0:
         return None
     item = tensor.element_size()
-    if (source.strides != tuple(item * n for n in tensor.stride())
+    # Only the strides of axes longer than 1 say where elements lie: DLPack
+    # exporters report the others each their own way (PyTorch 2.8's NumPy
+    # view of a size-1 axis differs from tensor.stride()).
+    if (not same_strides(source.shape, source.strides,
+                         tuple(item * n for n in tensor.stride()))
             or source.ctypes.data != tensor.data_ptr()):
         return None
     return key

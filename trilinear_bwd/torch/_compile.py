@@ -40,10 +40,10 @@ are served; ``tests/test_torch_compile.py`` fails if a PyTorch upgrade routes
 """
 
 import math
-import sys
 
 import torch
-from torch._C import DispatchKey
+from ._private import DispatchKey
+from . import _private
 
 # Appended to torch.compiler.config.cache_key_tag while enable() is in effect.
 CACHE_TAG = "+trilinear_bwd.enable"
@@ -66,8 +66,7 @@ _never_on = True
 
 
 def _output_size(input, output_size, scale_factors):
-    from torch._decomp.decompositions import upsample_compute_output_size
-    return upsample_compute_output_size(input.size(), output_size, scale_factors)
+    return _private.upsample_compute_output_size()(input.size(), output_size, scale_factors)
 
 
 def tiny(input_shape, output_size):
@@ -134,22 +133,24 @@ def install(is_enabled, emit, handed):
     if _pytorch_entries is not None:
         return True
     kernels = getattr(_VEC, "py_kernels", None)
-    if kernels is None or any(key not in kernels for key in _KEYS):
+    if (kernels is None or any(key not in kernels for key in _KEYS)
+            or _private.upsample_compute_output_size() is None
+            or not _private.clear_dispatch_cache(_VEC)):
         return False
     _pytorch_entries = {key: kernels[key] for key in _KEYS}
     for key in _KEYS:
         kernels[key] = _hook(key, is_enabled, emit, handed)
-    _VEC._dispatch_cache.clear()        # what OpOverload.py_impl does after a change
+    _private.clear_dispatch_cache(_VEC)   # what OpOverload.py_impl does after a change
     return True
 
 
 def switched_on():
     """Make compiled code follow the switch, just turned on."""
     global _never_on
-    if _never_on and "torch._dynamo" in sys.modules:
+    if _never_on and _private.dynamo_loaded():
         # Frames compiled before may hold PyTorch's decomposition and no
         # guard on the switch; a process that never compiled has none.
-        sys.modules["torch._dynamo"].reset()
+        torch.compiler.reset()
     _never_on = False
     config = _compiler_config()
     if config is not None and not config.cache_key_tag.endswith(CACHE_TAG):

@@ -14,12 +14,12 @@ from typing import List, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-from torch._C import DispatchKey
 from torch.overrides import handle_torch_function
 from torch.overrides import has_torch_function_unary as _has_torch_function_unary
 
 from .._operator import MAX_DIM
-from . import _cache, _pytorch
+from . import _cache, _private, _pytorch
+from ._private import DispatchKey
 from ._operators import backward_op, forward_op, is_dual
 from ._override import captured_arguments
 
@@ -36,16 +36,15 @@ _backward_kernel = _cache.for_drop_in.backward
 # inference or functorch-wrapped tensor), with no Python dispatch mode
 # (user or infra: fake, proxy, functional), torch function mode (which sees
 # the operator's call), functorch transform or tracer in effect.
-with torch.inference_mode(False):
-    _PLAIN_KEYS = torch._C._dispatch_keys(torch.empty(0, device="cpu"))
+# Without the private calls these facts need (_private.PLAIN_KEYS None), no
+# tensor is plain and every call goes through the operator.
+_PLAIN_KEYS = _private.PLAIN_KEYS
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
-_dispatch_keys = torch._C._dispatch_keys
-_key_included = torch._C._dispatch_tls_is_dispatch_key_included
-_function_mode_on = torch._C._is_torch_function_mode_enabled
-
-
-# torch.jit.is_tracing() without its Python frame (it calls this).
-_is_tracing = getattr(torch._C, "_is_tracing", None) or torch.jit.is_tracing
+_dispatch_keys = _private.dispatch_keys
+_key_included = _private.key_included
+_function_mode_on = _private.function_mode_on
+_functorch_active = _private.functorch_transforms_active
+_is_tracing = _private.is_tracing
 
 
 def _recording():
@@ -58,7 +57,8 @@ def _plain(tensor):
 
     The caller has ruled out a tracer, a compiler and a functorch transform.
     """
-    return (type(tensor) in _PLAIN_TYPES and _dispatch_keys(tensor) == _PLAIN_KEYS
+    return (type(tensor) in _PLAIN_TYPES and _PLAIN_KEYS is not None
+            and _dispatch_keys(tensor) == _PLAIN_KEYS
             and not _key_included(DispatchKey.Python) and not _function_mode_on())
 
 
@@ -67,7 +67,7 @@ def _straight(tensor):
     # The compiler's test first: dynamo reads it as True and traces none of the
     # rest.  (Written out, not through _recording: it runs on every call.)
     return (not torch.compiler.is_compiling() and not _is_tracing()
-            and not torch._C._are_functorch_transforms_active() and _plain(tensor))
+            and not _functorch_active() and _plain(tensor))
 
 
 def _scripted_arguments(x: torch.Tensor, size: Optional[Union[int, List[int]]],
@@ -177,7 +177,7 @@ def upsample_trilinear3d(x: torch.Tensor, size: Optional[Union[int, List[int]]] 
         # autograd Function's custom jvp).
         return forward_op(x, output_size, align_corners, *scales)
     if not ((x.requires_grad and torch.is_grad_enabled()) or is_dual(x)
-            or torch._C._are_functorch_transforms_active()):
+            or _functorch_active()):
         # Nothing to differentiate: the kernel alone, or the operator (the
         # autograd Function would cost more than a small call's kernel).  No
         # tracer, compiler or transform: _straight's first tests were made.
@@ -306,18 +306,14 @@ class UpsampleTrilinear3d(torch.autograd.Function):
             x_tangent, ctx.output_size, ctx.align_corners, *ctx.scales)
 
 
-try:
-    from torch._C._functorch import unwrap_if_dead as _unwrap_if_dead
-except ImportError:  # pragma: no cover - a private helper that could move
-    def _unwrap_if_dead(tensor):
-        return tensor
+_unwrap_if_dead = _private.unwrap_if_dead
 
 # autograd.Function's C entry point.  Function.apply binds the arguments to
 # forward's signature with inspect.signature on every call when
 # setup_context is defined (to fill in defaults; these forwards have none
 # and always get every argument), and only then calls this;
 # _apply does what it does without the binding (docs/performance.md).
-_function_apply = torch._C._FunctionBase.__dict__["apply"]
+_function_apply = _private.function_apply
 
 
 def _apply(cls, tensor, *args):
@@ -326,7 +322,8 @@ def _apply(cls, tensor, *args):
     ``tensor`` is the Function's only tensor argument: the one a dead
     functorch wrapper may need unwrapping from, as ``Function.apply`` does.
     """
-    if torch._C._are_functorch_transforms_active() or torch.compiler.is_compiling():
+    if (_function_apply is None or _functorch_active()
+            or torch.compiler.is_compiling()):
         return cls.apply(tensor, *args)
     return _function_apply.__get__(None, cls)(_unwrap_if_dead(tensor), *args)
 

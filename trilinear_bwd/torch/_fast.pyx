@@ -11,7 +11,7 @@ variant, never an address -- finds it, checks what may differ between
 tensors of the same metadata (the addresses), and runs the kernel on the
 tensor's raw data pointer into a fresh tensor.  Between the dispatcher's call
 and the kernel there are then only PyTorch's own calls (the metadata,
-``data_ptr``, the allocation) (``docs/torch.md``, "Per-call cost").
+``data_ptr``, the allocation) (``docs/design.md``, "Per-call cost").
 
 PyTorch is not a build dependency: the tensor functions used here are
 handed over by the Python side.

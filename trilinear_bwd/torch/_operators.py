@@ -20,10 +20,11 @@ redispatched, so the tracer records the operator.
 """
 
 import torch
-import torch.autograd.forward_ad as _forward_ad
-from torch._C import DispatchKey
 
-from . import _cache, _pytorch
+from . import _cache, _private, _pytorch
+from ._private import DispatchKey, is_dual
+
+__all__ = ["backward_op", "define_pair", "forward_op", "is_dual", "VMAP_RULES"]
 
 _ops = torch.library.Library("trilinear_bwd", "FRAGMENT")
 _FORWARD_SCHEMA = ("(Tensor x, SymInt[] output_size, bool align_corners, float? scales_d, "
@@ -31,13 +32,7 @@ _FORWARD_SCHEMA = ("(Tensor x, SymInt[] output_size, bool align_corners, float? 
 _BACKWARD_SCHEMA = ("(Tensor grad_output, SymInt[] output_size, SymInt[] input_size, "
                     "bool align_corners, float? scales_d, float? scales_h, float? scales_w) "
                     "-> Tensor")
-_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
-
-
-def is_dual(tensor):
-    """True if ``tensor`` carries a forward-mode tangent (inside ``forward_ad.dual_level``)."""
-    level = _forward_ad._current_level
-    return level >= 0 and torch._unpack_dual(tensor, level).tangent is not None
+_BELOW_AUTOGRAD = _private.after_autograd_keyset
 
 
 def _define(name, schema, kernel, other_devices, fake, formula, setup_context):
@@ -186,8 +181,35 @@ def _backward_vmap(info, in_dims, grad_output, output_size, input_size, align_co
     return _unfold(grad_input, batch), 0
 
 
-# The drop-in's pair: this library's kernels whatever enable()'s switch says.
-forward_op, backward_op = define_pair("", _cache.for_drop_in.forward,
-                                      _cache.for_drop_in.backward)
-torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d", _forward_vmap)
-torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d_backward", _backward_vmap)
+# torch.library.register_vmap is PyTorch 2.5's: without it, vmap runs the
+# operators through functorch's generic fallback, one sample at a time
+# (correct, slower: a call per sample instead of one call for the batch).
+VMAP_RULES = hasattr(torch.library, "register_vmap")
+
+
+def _register():
+    """Define the drop-in's pair and its vmap rules; returns ``(forward_op, backward_op)``."""
+    # The drop-in's pair: this library's kernels whatever enable()'s switch says.
+    forward, backward = define_pair("", _cache.for_drop_in.forward,
+                                    _cache.for_drop_in.backward)
+    if VMAP_RULES:
+        # On _ops, so that unregister() takes them back with the operators.
+        torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d", _forward_vmap,
+                                    lib=_ops)
+        torch.library.register_vmap("trilinear_bwd::upsample_trilinear3d_backward",
+                                    _backward_vmap, lib=_ops)
+    return forward, backward
+
+
+def unregister():
+    """Undo every registration of the ``trilinear_bwd`` operators (a failed import's cleanup)."""
+    _private.destroy(_ops)
+
+
+try:
+    forward_op, backward_op = _register()
+except BaseException:
+    # This module leaves sys.modules with the exception: undo what it
+    # registered now, or a later import would meet it ("... multiple times").
+    unregister()
+    raise

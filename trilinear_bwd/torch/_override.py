@@ -141,7 +141,7 @@ class _Registration:
     ``torch.library.Library`` once registered, None before.  Registering
     at import would put a Python hop in front of every CPU
     ``F.interpolate(mode="trilinear")`` of the process, used or not
-    (``docs/torch.md``, "Importing costs nothing").
+    (``docs/design.md``, "Importing costs nothing").
     """
 
     lib = None

@@ -9,10 +9,9 @@ or raise what it raises.
 
 import torch
 
-try:
-    from torch._prims_common import suggest_memory_format as _suggest_memory_format
-except ImportError:  # pragma: no cover - a private helper that could move
-    _suggest_memory_format = None
+from . import _private
+
+_suggest_memory_format = _private.suggest_memory_format
 
 # The most entries each memo below keeps before it starts again (a new
 # working set is rebuilt call by call).
@@ -83,9 +82,8 @@ def _result(source, shape):
 # leaves alone, by the cheapest calls there are: the forward's Python
 # binding (what F.interpolate calls), the backward's operator without
 # OpOverload's frame.
-_forward_out = torch._C._nn.upsample_trilinear3d
-_backward_out = getattr(torch.ops.aten.upsample_trilinear3d_backward.grad_input, "_op",
-                        torch.ops.aten.upsample_trilinear3d_backward.grad_input)
+_forward_out = _private.forward_out
+_backward_out = _private.raw_op(torch.ops.aten.upsample_trilinear3d_backward.grad_input)
 
 
 def kernel(tensor, output_size, input_size, align_corners, scales_d, scales_h, scales_w):
