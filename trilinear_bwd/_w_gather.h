@@ -778,20 +778,24 @@ TB_ALWAYS_INLINE void tb_out_d8(void *out, int64_t i, __m512d a, int64_t n_valid
     tb_out8(out, i, kind == TB_OUT_F32 ? _mm512_cvtpd_ps(a) : tb_odd8(a), n_valid, stream, kind);
 }
 
+/* How a block's terms are read, the widest any of its k needs (a narrower
+ * k read the wider way takes the same elements: its offsets select within
+ * the first 16, and lanes of padding are zeroed either way). */
+enum { TB_D_SPAN16 = 0, TB_D_SPAN32 = 1, TB_D_GATHER = 2 };
+
 /* One k of one block, set up once for all the rows. */
 typedef struct {
     __m512d w;
-    __m512i idx;        /* offsets in the window (TB_WINDOW*), 64-bit */
-    __m256i src;        /* sources (TB_GATHER) */
+    __m512i idx;        /* offsets in the window, 64-bit (spans) */
+    __m256i src;        /* sources (gather) */
     __mmask8 valid, upper;
-    int mode;
     int32_t at;
 } tb_term_d8;
 
 TB_ALWAYS_INLINE tb_term_d8 tb_term_d8_setup(const double *restrict w, const int32_t *restrict s,
                                              const int32_t *restrict r,
-                                             const int32_t *restrict win,
-                                             const int8_t *restrict m, int32_t shared, int64_t k)
+                                             const int32_t *restrict win, int32_t shared,
+                                             int64_t k)
 {
     tb_term_d8 t;
     const __m256i rel = _mm256_loadu_si256((const __m256i *)(r + 8 * k));
@@ -800,24 +804,55 @@ TB_ALWAYS_INLINE tb_term_d8 tb_term_d8_setup(const double *restrict w, const int
     t.src = _mm256_loadu_si256((const __m256i *)(s + 8 * k));
     t.valid = _mm256_cmpgt_epi32_mask(rel, _mm256_set1_epi32(-1));
     t.upper = _mm256_cmpgt_epi32_mask(rel, _mm256_set1_epi32(15));
-    t.mode = shared >= 0 ? TB_WINDOW8 : m[k];
     t.at = shared >= 0 ? shared : win[k];
     return t;
 }
 
-TB_ALWAYS_INLINE __m512d tb_term_d8_read(const tb_term_d8 *t, const double *restrict row)
+/* The 8 elements of term t in row, read as `span` says. */
+TB_ALWAYS_INLINE __m512d tb_term_d8_read(const tb_term_d8 *t, const double *restrict row,
+                                         int span)
 {
-    if (t->mode == TB_GATHER)
+    if (span == TB_D_GATHER)
         return _mm512_i32gather_pd(t->src, row, 8);
     const double *p = row + t->at;
     const __m512d lo = _mm512_maskz_permutex2var_pd(t->valid, _mm512_loadu_pd(p), t->idx,
                                                     _mm512_loadu_pd(p + 8));
-    if (t->mode != TB_WINDOW32)
+    if (span == TB_D_SPAN16)
         return lo;
     const __m512d hi = _mm512_maskz_permutex2var_pd(t->valid, _mm512_loadu_pd(p + 16), t->idx,
                                                     _mm512_loadu_pd(p + 24));
     return _mm512_mask_blend_pd(t->upper, lo, hi);
 }
+
+/* The rows of one block, its `width` terms set up in t, read as `span` says;
+ * width and span constants where it is called, so that the loop over terms
+ * unrolls with nothing to choose. */
+TB_ALWAYS_INLINE void tb_block_d8_rows(void *out, int64_t out_stride,
+                                       const double *restrict rows, int64_t row_stride,
+                                       int64_t n_rows, const tb_term_d8 *t, int64_t width,
+                                       int span, int64_t i, int64_t n_valid, int stream,
+                                       int kind)
+{
+    for (int64_t y = 0; y < n_rows; ++y) {
+        const double *row = rows + y * row_stride;
+        __m512d acc = _mm512_setzero_pd();
+        for (int64_t k = 0; k < width; ++k)
+            acc = _mm512_add_pd(acc, _mm512_mul_pd(t[k].w, tb_term_d8_read(&t[k], row, span)));
+        tb_out_d8(out, y * out_stride + i, acc, n_valid, stream, kind);
+    }
+}
+
+#define TB_D8_SPANS(W)                                                                       \
+    if (span == TB_D_SPAN16)                                                                 \
+        tb_block_d8_rows(out, out_stride, rows, row_stride, n_rows, t, (W), TB_D_SPAN16, i,  \
+                         n_valid, stream, kind);                                             \
+    else if (span == TB_D_SPAN32)                                                            \
+        tb_block_d8_rows(out, out_stride, rows, row_stride, n_rows, t, (W), TB_D_SPAN32, i,  \
+                         n_valid, stream, kind);                                             \
+    else                                                                                     \
+        tb_block_d8_rows(out, out_stride, rows, row_stride, n_rows, t, (W), TB_D_GATHER, i,  \
+                         n_valid, stream, kind);                                             \
+    break;
 
 TB_ALWAYS_INLINE void tb_gather_rows_d_body(void *out, int64_t out_stride,
                                             const double *restrict rows, int64_t row_stride,
@@ -833,30 +868,41 @@ TB_ALWAYS_INLINE void tb_gather_rows_d_body(void *out, int64_t out_stride,
         const int32_t *win = ax->window + b * width;
         const int8_t *m = ax->mode + b * width;
         const int32_t shared = ax->block_window[b];
+        int span = TB_D_SPAN16;
+        if (shared < 0)
+            for (int64_t k = 0; k < width; ++k)
+                if (m[k] == TB_GATHER)
+                    span = TB_D_GATHER;
+                else if (m[k] == TB_WINDOW32 && span == TB_D_SPAN16)
+                    span = TB_D_SPAN32;
         if (width <= TB_ROWS_MAX_WIDTH) {
             tb_term_d8 t[TB_ROWS_MAX_WIDTH];
             for (int64_t k = 0; k < width; ++k)
-                t[k] = tb_term_d8_setup(w, s, r, win, m, shared, k);
-            for (int64_t y = 0; y < n_rows; ++y) {
-                const double *row = rows + y * row_stride;
-                __m512d acc = _mm512_setzero_pd();
-                for (int64_t k = 0; k < width; ++k)
-                    acc = _mm512_add_pd(acc, _mm512_mul_pd(t[k].w, tb_term_d8_read(&t[k], row)));
-                tb_out_d8(out, y * out_stride + i, acc, n_valid, stream, kind);
+                t[k] = tb_term_d8_setup(w, s, r, win, shared, k);
+            switch (width) {
+            case 1: TB_D8_SPANS(1)
+            case 2: TB_D8_SPANS(2)
+            case 3: TB_D8_SPANS(3)
+            case 4: TB_D8_SPANS(4)
+            case 5: TB_D8_SPANS(5)
+            case 6: TB_D8_SPANS(6)
+            case 7: TB_D8_SPANS(7)
+            default: TB_D8_SPANS(TB_ROWS_MAX_WIDTH)
             }
         } else {
             for (int64_t y = 0; y < n_rows; ++y) {
                 const double *row = rows + y * row_stride;
                 __m512d acc = _mm512_setzero_pd();
                 for (int64_t k = 0; k < width; ++k) {
-                    const tb_term_d8 t = tb_term_d8_setup(w, s, r, win, m, shared, k);
-                    acc = _mm512_add_pd(acc, _mm512_mul_pd(t.w, tb_term_d8_read(&t, row)));
+                    const tb_term_d8 t = tb_term_d8_setup(w, s, r, win, shared, k);
+                    acc = _mm512_add_pd(acc, _mm512_mul_pd(t.w, tb_term_d8_read(&t, row, span)));
                 }
                 tb_out_d8(out, y * out_stride + i, acc, n_valid, stream, kind);
             }
         }
     }
 }
+#undef TB_D8_SPANS
 #elif defined(__AVX2__)
 /* tb_double_to_float_odd on 4 lanes: rounded to nearest, stepped back toward
  * zero where that went away from it, the last bit set where inexact. */
