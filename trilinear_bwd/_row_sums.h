@@ -52,6 +52,12 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
 /* 16-bit rows: twice as far, in bytes (each step consumes half the bytes of
  * a float32 step). */
 #define TB_PF_AHEAD_16 2048
+/* Rows widened to float64 sums (float32, float16, bfloat16 source rows):
+ * each step consumes a half or a quarter of the bytes of a float64 step
+ * but takes as long, so the lines must be asked for further ahead. */
+#ifndef TB_PF_AHEAD_WIDE
+#define TB_PF_AHEAD_WIDE 4096
+#endif
 /* 16-bit rows on narrower vectors (AVX2, SSE2): bytes of a row per
  * prefetch, two a 64-byte line (_row_sums_t.h). */
 #define TB_PF_BYTES_16 32

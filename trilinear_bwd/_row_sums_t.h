@@ -119,7 +119,8 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
 #if defined(TB_LANES_f32)
     if (kind == TB_ROWS_SAME || TB_HALF_ROWS || TB_WIDE_ROWS) {
         const int64_t elem = TB_ELEM_BYTES(kind);
-        const int64_t ahead = elem >= 4 ? TB_PF_AHEAD : TB_PF_AHEAD_16;
+        const int64_t ahead = kind == TB_ROWS_SAME ? TB_PF_AHEAD
+                              : TB_WIDE_ROWS ? TB_PF_AHEAD_WIDE : TB_PF_AHEAD_16;
         TB_VEC wv[TB_ROWS_PER_SUM];
         for (int64_t j = 0; j < m; ++j)
             wv[j] = TB_V(set1)(w[j]);
