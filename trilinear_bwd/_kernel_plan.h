@@ -20,7 +20,7 @@
  * ptr[i] <= t < ptr[i+1], each weight[t] * source[src[t]], with src
  * increasing (the backward's tables: at an index where x0 == x1, the l0
  * term before l1; the forward's: l0 then l1 of each target point).  The
- * weights are of the accumulation type (float or double).
+ * weights are of the accumulation type (double, for every dtype).
  */
 typedef struct {
     int64_t n_target;           /* target points */
@@ -70,8 +70,9 @@ typedef struct {
     int read_mode;              /* TB_READ_*: how the D pass reads source rows */
     int plane_run;              /* rows are read in place and each source plane is one run */
     int stream;                 /* target rows are unit-stride and written with streaming stores */
-    int out_direct;             /* the W pass writes target rows in place (accumulation type,
-                                   unit stride), with streaming stores if `stream` */
+    int out_direct;             /* the W pass writes target rows in place (unit stride: float64,
+                                   or any dtype from the padded gather, rounded once), with
+                                   streaming stores if `stream` */
     int64_t nb2;                /* slice b is (b / nb2, b % nb2) */
     int64_t n_items;            /* slices * items per slice: the units of parallel work */
     int64_t planes_per_item;    /* target planes an item computes: 1, or 2 in channels-last mode */

@@ -17,7 +17,7 @@ through its own strides, whatever they are.
 Workspace
 ---------
 One slot per thread, each region starting on a 64-byte line, in the
-accumulation type (float32, or float64 for float64 data):
+accumulation type (float64, for every dtype: each result is rounded once):
 
 * ``acc_d``: rows of source summed over D for the plane in progress: all
   of a source plane's rows in channels-first mode and for small channels-last planes
@@ -29,14 +29,15 @@ accumulation type (float32, or float64 for float64 data):
   row in channels-last mode, where each row is reduced over W at once,
   unless the plane is small);
 * ``conv``: two source rows converted to the accumulation type (only for
-  rows that are not unit-stride; unit-stride float16/bfloat16 rows are
-  widened inside the D pass's axpy);
+  rows that are not unit-stride; unit-stride float32/float16/bfloat16 rows
+  are widened inside the D pass's axpy);
 * ``out``: finished target rows before they are rounded and stored
   (absent when the W pass writes rows in place: unit-stride rows of
-  float32/float64, and of float16/bfloat16 channels-first);
-* ``narrow``: that row rounded to float16/bfloat16, when float16/bfloat16
-  rows are streamed (never by default, see :func:`streamed`; the kernel
-  keeps the path, and the tests force it).
+  float64, and channels-first rows of every dtype with a padded W table);
+* ``narrow``: that row rounded to its dtype, when rows of a dtype other than
+  float64 are streamed from ``out`` (channels-last float32 rows of large
+  results; 16-bit rows never by default, see :func:`streamed`, but the
+  kernel keeps the path, and the tests force it).
 
 plus 64 bytes so that an unaligned workspace can be aligned inside.
 """

@@ -26,9 +26,11 @@
 #include "_simd.h"
 
 /*
- * What the rows hold: the accumulation type itself, or float16 / bfloat16
- * summed into float32.  A compile-time constant in each copy of the sums, so
- * the load is chosen once.
+ * What the rows hold: the accumulation type itself, or float16 / bfloat16 /
+ * float32 widened to it (the kernel sums every dtype in float64: float32
+ * and 16-bit rows as TB_ROWS_F32, _F16, _BF16 of the float64 copy).  A
+ * compile-time constant in each copy of the sums, so the load is chosen
+ * once.
  */
 enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
 
