@@ -51,10 +51,11 @@ def _values(rng, shape, dtype):
     law = rng.integers(4)
     if law == 0:    # mixed signs, magnitudes over six decades
         v = rng.choice([-1.0, 1.0], shape) * 10.0 ** rng.uniform(-3, 3, shape)
-    elif law == 1:  # neighbours nearly opposite along W (and so along every pass)
+    elif law == 1:  # pairs of neighbours along W nearly opposite
         v = rng.standard_normal(shape) * 100
-        v[..., 1::2] = -v[..., : v.shape[-1] // 2 * 2: 2][..., : v[..., 1::2].shape[-1]] * (
-            1 + rng.uniform(-1e-3, 1e-3, v[..., 1::2].shape))
+        pairs = shape[-1] // 2 * 2
+        v[..., 1:pairs:2] = -v[..., 0:pairs:2] * (
+            1 + rng.uniform(-1e-3, 1e-3, v[..., 0:pairs:2].shape))
     elif law == 2:  # a large offset and small differences of both signs
         v = rng.choice([-1.0, 1.0]) * 1000 + rng.standard_normal(shape)
     else:           # alternating signs of a slowly varying size
