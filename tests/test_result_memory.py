@@ -300,12 +300,30 @@ def _thp_mode():
 @pytest.mark.skipif(_thp_mode() not in ("madvise", "always"),
                     reason="transparent huge pages are off (or this is not Linux)")
 @pytest.mark.parametrize("front_end", [_public_backward, _enabled_interpolate])
-def test_large_torch_results_ask_for_huge_pages(front_end):
+def test_large_torch_results_ask_for_huge_pages(front_end, monkeypatch):
+    """Each large result's whole 2 MiB pages are advised, and the mapping that holds them
+    is eligible for huge pages right after the advice (read then: what the process does
+    with its memory later, a neighbour's realloc among it, is no longer the hint's)."""
     from trilinear_bwd.torch import _arrays
 
+    real, advised = _arrays._madvise, []
+
+    def recording(start, length, advice):
+        rc = real(start, length, advice)
+        errno = ctypes.get_errno() if rc else 0
+        advised.append((start, length, advice, rc, errno, _thp_eligible(start)))
+        return rc
+
+    monkeypatch.setattr(_arrays, "_madvise", recording)
     call = front_end((2, 8, 48, 48, 48))                # 7 MiB results
     for result in (call(), call()):                     # the careful way, then the fast path
-        start = result.untyped_storage().data_ptr()
-        inside = -(-start // _arrays.HUGE_PAGE) * _arrays.HUGE_PAGE
-        assert _thp_eligible(inside) == 1
+        address = result.untyped_storage().data_ptr()
+        nbytes = result.untyped_storage().nbytes()
+        start = -(-address // _arrays.HUGE_PAGE) * _arrays.HUGE_PAGE
+        stop = (address + nbytes) // _arrays.HUGE_PAGE * _arrays.HUGE_PAGE
+        (record,) = [r for r in advised if r[0] == start]
+        assert record[1:3] == (stop - start, _arrays._MADV_HUGEPAGE)
+        # The advice is a hint: an operating system that refuses it (rc -1) leaves
+        # the result as it was; one that takes it makes the mapping eligible.
+        assert record[3] == -1 or record[5] == 1, record
         result.resize_(2 * result.numel())              # still PyTorch's, resizable
