@@ -255,11 +255,17 @@ def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path, argv, expected)
     """Issue 54 item 5: ``... | head -1`` -- the reader gone before the command
     writes -- leaves no BrokenPipeError traceback, whichever entry point: exit
     status 141, as for a program SIGPIPE ends (128 + 13)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(pathlib.Path(__file__).parent.parent)] + sys.path))
+    import trilinear_bwd
+
+    # The package this process imported (the source tree built in place, or an
+    # installed wheel), first on the child's path, run from an empty folder so
+    # that no source tree shadows it.
+    where = os.path.dirname(os.path.dirname(os.path.abspath(trilinear_bwd.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([where] + sys.path))
     argv = [a.replace("{tmp}", str(tmp_path / "set")) for a in argv]
+    (tmp_path / "cwd").mkdir()
     proc = subprocess.Popen([sys.executable] + argv, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=env, cwd=tmp_path / "cwd")
     proc.stdout.close()          # the reader leaves before the first line is written
     err = proc.stderr.read().decode()
     status = proc.wait(timeout=120)
