@@ -6,10 +6,10 @@ compiled extensions, because their flags depend on the compiler:
 * OpenMP is probed by compiling a tiny program.  A compiler without OpenMP
   (Apple clang without libomp, for instance) still builds a working, serial
   package, with a warning.
-* The kernels are compiled several times from one source: ``_kernels_baseline``
-  for any x86-64 (or other) processor and, on x86-64, ``_kernels_avx2`` with
-  AVX2 and F16C and ``_kernels_avx512`` with AVX-512 F/BW/VL (and F16C);
-  ``trilinear_bwd._dispatch`` picks one at run time.  The AVX-512 variant is
+* The kernels (``trilinear_bwd/_kernels/``) are compiled several times from one
+  driver: ``baseline`` for any x86-64 (or other) processor and, on x86-64,
+  ``avx2`` with AVX2 and F16C and ``avx512`` with AVX-512 F/BW/VL (and F16C);
+  ``trilinear_bwd._core._dispatch`` picks one at run time.  The AVX-512 variant is
   built only where the compiler accepts its flags (probed like OpenMP);
   elsewhere it is simply absent.  All are built with ``-ffp-contract=off`` so
   that none fuses a multiply-add another does not: the variants give bitwise
@@ -147,7 +147,7 @@ class BuildExt(build_ext):
         avx512 = AVX512_FLAGS_MSVC if msvc else AVX512_FLAGS
         if not _compiles(self.compiler, _AVX512_PROBE, avx512):
             self.extensions = [e for e in self.extensions
-                               if e.name != "trilinear_bwd._kernels_avx512"]
+                               if e.name != "trilinear_bwd._kernels.avx512"]
             if IS_X86_64:
                 warnings.warn(
                     "trilinear_bwd: this compiler does not accept "
@@ -156,7 +156,7 @@ class BuildExt(build_ext):
                     stacklevel=1,
                 )
         for ext in self.extensions:
-            if ext.name == "trilinear_bwd._kernels_avx512":
+            if ext.name == "trilinear_bwd._kernels.avx512":
                 ext.extra_compile_args = avx512[:]
             isa = ext.extra_compile_args[:]  # set per extension below
             ext.extra_compile_args = base + omp[0] + isa
@@ -170,11 +170,11 @@ class BuildExt(build_ext):
 
 
 def _extensions():
-    include_dirs = [numpy.get_include(), "trilinear_bwd"]
+    include_dirs = [numpy.get_include(), "trilinear_bwd/_kernels"]
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")]
     # Every header, so that a change to one rebuilds the extensions: Cython
     # tracks only the headers a .pyx/.pxd names, not those they include.
-    headers = sorted(glob.glob("trilinear_bwd/*.h"))
+    headers = sorted(glob.glob("trilinear_bwd/_kernels/*.h"))
 
     def ext(name, isa=()):
         return Extension(
@@ -186,14 +186,17 @@ def _extensions():
             depends=headers,
         )
 
-    exts = [ext("_native"), ext("_kernel_plan"), ext("_runner"), ext("_table_loops"),
-            ext("torch._fast"), ext("_kernels_baseline")]
+    # The core's compiled modules, the kernels' (always built, any processor),
+    # the torch wing's fast path, then the per-ISA variants of the kernel.
+    exts = [ext("_core._runner"), ext("_core._table_loops"),
+            ext("_kernels._native"), ext("_kernels._kernel_plan"),
+            ext("torch._fast"), ext("_kernels.baseline")]
     msvc_like = sys.platform == "win32" and "GCC" not in sys.version
     if IS_X86_64:
-        exts.append(ext("_kernels_avx2", ["/arch:AVX2"] if msvc_like else ["-mavx2", "-mf16c"]))
+        exts.append(ext("_kernels.avx2", ["/arch:AVX2"] if msvc_like else ["-mavx2", "-mf16c"]))
         # Its flags are set (or the extension dropped) once the compiler is
         # known, in BuildExt.
-        exts.append(ext("_kernels_avx512"))
+        exts.append(ext("_kernels.avx512"))
     return exts
 
 

@@ -38,14 +38,14 @@ WORKER = r"""
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from trilinear_bwd import _dispatch
-from trilinear_bwd._arrays import data_address
-from trilinear_bwd._operator import BACKWARD, FORWARD, check
-from trilinear_bwd._plan import make_plan
+from trilinear_bwd._core import _dispatch
+from trilinear_bwd._core._arrays import data_address
+from trilinear_bwd._core._operator import BACKWARD, FORWARD, check
+from trilinear_bwd._core._plan import make_plan
 import trilinear_bwd as tb
 from trilinear_bwd.bench import _empty, _layout
 try:                                    # a build of any age
-    from trilinear_bwd._arrays import numpy_dtype as _dtype
+    from trilinear_bwd._core._arrays import numpy_dtype as _dtype
 except ImportError:
     from trilinear_bwd.bench import _dtype
 cases, variant, forward = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"

@@ -47,10 +47,10 @@ import json, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import trilinear_bwd as tb
-from trilinear_bwd import _dispatch
+from trilinear_bwd._core import _dispatch
 from trilinear_bwd.bench import _empty, _layout
 try:                                    # a build of any age
-    from trilinear_bwd._arrays import numpy_dtype as _dtype
+    from trilinear_bwd._core._arrays import numpy_dtype as _dtype
 except ImportError:
     from trilinear_bwd.bench import _dtype
 cases, threads, forward = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"

@@ -1,7 +1,7 @@
 """Cold planning of long axes: this tree, an earlier revision and PyTorch, side by side in one run.
 
 Issue 46, item 9 (issue 20, item 5 before it): the first call of a geometry
-builds its axis tables (``trilinear_bwd._tables``) before the kernel runs.
+builds its axis tables (``trilinear_bwd._core._tables``) before the kernel runs.
 This times that first call, for both operators, at axis lengths up to the
 per-dimension limit (2**20), against PyTorch's first ``F.interpolate`` (and
 its backward, ``aten.upsample_trilinear3d_backward``) of the same shapes,
@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import _operator, _plan, _tables  # noqa: E402
+from trilinear_bwd._core import _operator, _plan, _tables  # noqa: E402
 
 # main when issue 46 was filed: the tables of issue 20 (vectorised, unchunked).
 DEFAULT_OLD = "de8aa2c"
@@ -50,7 +50,7 @@ LIMIT = _operator.MAX_DIM
 
 def load_old_tables(rev):
     """The revision's ``_tables`` module, as a sibling of this tree's package."""
-    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:trilinear_bwd/_tables.py"],
+    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:trilinear_bwd/_core/_tables.py"],
                           check=True, capture_output=True, text=True).stdout
     path = os.path.join(tempfile.mkdtemp(), "_old_tables.py")
     with open(path, "w") as f:

@@ -62,10 +62,10 @@ root = names[0].split("/")[0]
 rel = {n[len(root) + 1:] for n in names if n.startswith(root + "/")}
 need = [
     "pyproject.toml", "setup.py", "README.md", "CHANGELOG.md", "MANIFEST.in",
-    "trilinear_bwd/_kernels.pxi", "trilinear_bwd/_kernel_helpers.pxd",
-    "trilinear_bwd/_kernels_baseline.pyx", "trilinear_bwd/_native.pyx",
-    "trilinear_bwd/_kernel_plan.pyx", "trilinear_bwd/_kernel_plan.pxd",
-    "trilinear_bwd/_runner.pyx", "trilinear_bwd/_runner.pxd", "trilinear_bwd/_table_loops.pyx",
+    "trilinear_bwd/_kernels/_driver.pxi", "trilinear_bwd/_kernels/_kernel_helpers.pxd",
+    "trilinear_bwd/_kernels/baseline.pyx", "trilinear_bwd/_kernels/_native.pyx",
+    "trilinear_bwd/_kernels/_kernel_plan.pyx", "trilinear_bwd/_kernels/_kernel_plan.pxd",
+    "trilinear_bwd/_core/_runner.pyx", "trilinear_bwd/_core/_runner.pxd", "trilinear_bwd/_core/_table_loops.pyx",
     "trilinear_bwd/torch/_fast.pyx",
     "trilinear_bwd/torch/__init__.py",
     "tests/conftest.py", "tests/digests.json", "docs/conf.py", "docs/index.md",

@@ -176,7 +176,7 @@ mkdir "$work/unzipped"
 fma_re='[[:space:]](fmadd|fmsub|fnmadd|fnmsub|fmla|fmls|fmlal|fmlal2|fmlsl|fmlsl2|bfmlalb|bfmlalt)[[:space:]]'
 count_fma() { aarch64-linux-gnu-objdump -d --no-show-raw-insn "$1" | grep -cE "$fma_re" || true; }
 count_fp() { aarch64-linux-gnu-objdump -d --no-show-raw-insn "$1" | grep -cE '[[:space:]](fmul|fadd)[[:space:]]' || true; }
-for so in "$work"/unzipped/trilinear_bwd/_kernels_*.so; do
+for so in "$work"/unzipped/trilinear_bwd/_kernels/baseline*.so; do
     n_fma="$(count_fma "$so")"
     echo "$(basename "$so"): $n_fma fused multiply-adds, $(count_fp "$so") fmul/fadd"
     [ "$n_fma" -eq 0 ] || { echo "the aarch64 kernel contains fused multiply-adds" >&2; exit 1; }
@@ -186,9 +186,9 @@ done
 control="$work/control-fma.o"
 numpy_include="$(echo "$work"/build-site/numpy/_core/include)"
 aarch64-linux-gnu-gcc -O3 -ffp-contract=fast -fno-math-errno -std=c11 -fopenmp -fPIC \
-    -I"$include" -I"$numpy_include" -I"$src/trilinear_bwd" \
+    -I"$include" -I"$numpy_include" -I"$src/trilinear_bwd/_kernels" \
     -DNPY_NO_DEPRECATED_API=NPY_1_9_API_VERSION -DTRILINEAR_BWD_HAVE_OPENMP=1 \
-    -c "$src/trilinear_bwd/_kernels_baseline.c" -o "$control"
+    -c "$src/trilinear_bwd/_kernels/baseline.c" -o "$control"
 n_control="$(count_fma "$control")"
 echo "control, same source with -ffp-contract=fast: $n_control fused multiply-adds"
 [ "$n_control" -gt 0 ] || { echo "the FMA check cannot tell: the control has none" >&2; exit 1; }
@@ -205,7 +205,8 @@ cd "$work/empty"
 "$venv/bin/python" - "$venv" <<'PY'
 import os, platform, sys
 import trilinear_bwd
-from trilinear_bwd import _dispatch, _native
+from trilinear_bwd._core import _dispatch
+from trilinear_bwd._kernels import _native
 
 venv = os.path.realpath(sys.argv[1])
 assert platform.machine() == "aarch64", platform.machine()

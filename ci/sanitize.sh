@@ -57,7 +57,7 @@ tar -C "$repo" \
     --exclude=.git --exclude=build --exclude=dist --exclude=wheelhouse \
     --exclude='*.so' --exclude='*.egg-info' --exclude=__pycache__ \
     --exclude=.hypothesis --exclude=.pytest_cache --exclude='.venv*' \
-    --exclude=docs/_build --exclude='trilinear_bwd/*.c' \
+    --exclude=docs/_build --exclude='trilinear_bwd/*.c' --exclude='trilinear_bwd/*/*.c' \
     -cf - . | tar -C "$work/src" -xf -
 
 echo "-- virtual environment"
@@ -96,7 +96,7 @@ CC="$cc" CFLAGS="-fno-sanitize-recover=all" TRILINEAR_BWD_SANITIZE=address,undef
     python setup.py build_ext --inplace > "$work/build.log" 2>&1 \
     || { tail -n 40 "$work/build.log"; exit 1; }
 shopt -s nullglob
-extensions=(trilinear_bwd/*.so)
+extensions=(trilinear_bwd/*/*.so)
 shopt -u nullglob
 if [ ${#extensions[@]} -eq 0 ]; then
     echo "sanitize: no extension was built" >&2
@@ -156,7 +156,7 @@ run_pytest() {   # label, pytest arguments...
     local label="$1" log="$work/pytest-$1.log" status
     shift
     echo "-- pytest ($label): kernel variant" \
-        "$(python -c 'from trilinear_bwd import _dispatch; print(_dispatch.kernel_module().__name__)')"
+        "$(python -c 'from trilinear_bwd._core import _dispatch; print(_dispatch.kernel_module().__name__)')"
     set +e
     # shellcheck disable=SC2086
     python -m pytest -p no:cacheprovider -q -m "not slow" --hypothesis-show-statistics \
@@ -170,7 +170,7 @@ run_pytest() {   # label, pytest arguments...
 # The whole suite (default depth) with the variant this processor picks (the first listed) ...
 run_pytest default tests
 # ... and the kernel-heavy tests again with each of the others.
-for variant in $(python -c "from trilinear_bwd import _dispatch; \
+for variant in $(python -c "from trilinear_bwd._core import _dispatch; \
 print(' '.join(_dispatch.available_variants()[1:]))"); do
     TRILINEAR_BWD_KERNEL=$variant run_pytest "$variant" tests/test_fuzz.py tests/test_kernel.py tests/test_forward.py \
         tests/test_properties.py tests/test_aliasing.py tests/test_limits.py \
@@ -220,7 +220,8 @@ if [ "${SANITIZE_VALGRIND:-1}" = 1 ] && command -v valgrind > /dev/null; then
 import sys
 import numpy as np
 import trilinear_bwd as tb
-from trilinear_bwd import _dispatch, reference
+from trilinear_bwd._core import _dispatch
+from trilinear_bwd import reference
 
 if sys.argv[1:] == ["canary"]:
     # Must be reported: a branch on never-written memory inside NumPy.
@@ -261,7 +262,7 @@ import re, sys
 text = open(sys.argv[1]).read()
 blocks = re.split(r"\n==\d+== \n", text)
 ours = [b for b in blocks if re.search(r"Invalid|uninitialised|Uninitialised|overlap", b)
-        and re.search(r"trilinear_bwd|_kernels_|_native|libgomp|_multiarray_umath", b)]
+        and re.search(r"trilinear_bwd|_kernels|_native|libgomp|_multiarray_umath", b)]
 print(len(ours))
 for b in ours[:5]:
     print(b, file=sys.stderr)

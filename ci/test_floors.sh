@@ -56,7 +56,7 @@ if git -C "$repo" rev-parse --git-dir >/dev/null 2>&1; then
 else
     cp -r "$repo"/. "$work/src"
 fi
-rm -f "$work"/src/trilinear_bwd/*.so
+rm -f "$work"/src/trilinear_bwd/*.so "$work"/src/trilinear_bwd/*/*.so
 "$venv/bin/python" -m pip install --quiet --no-build-isolation --no-deps "$work/src"
 "$venv/bin/python" - "${floors[@]}" <<'PY'
 import sys

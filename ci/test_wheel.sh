@@ -86,7 +86,7 @@ import os, sys
 
 venv, repo = (os.path.realpath(p) for p in sys.argv[1:])
 import trilinear_bwd
-from trilinear_bwd import _native
+from trilinear_bwd._kernels import _native
 
 for name, path in (("trilinear_bwd", trilinear_bwd.__file__),
                    ("its extension", _native.__file__)):

@@ -111,10 +111,10 @@ def _empty(shape, dtype, layout):
 def run_case(dtype, layout, align_corners, index, variant=None, num_threads=2, op="backward"):
     """The result of one case, computed by kernel ``variant`` (None: the public API)."""
     import trilinear_bwd as tb
-    from trilinear_bwd import _dispatch
-    from trilinear_bwd._arrays import data_address
-    from trilinear_bwd._operator import BACKWARD, FORWARD, check
-    from trilinear_bwd._plan import make_plan
+    from trilinear_bwd._core import _dispatch
+    from trilinear_bwd._core._arrays import data_address
+    from trilinear_bwd._core._operator import BACKWARD, FORWARD, check
+    from trilinear_bwd._core._plan import make_plan
 
     n, c, ins, outs, scales = SHAPES[index]
     scales = (0.0, 0.0, 0.0) if scales is None else scales
@@ -160,7 +160,7 @@ def load_table():
 
 
 def main(argv):
-    from trilinear_bwd import _dispatch
+    from trilinear_bwd._core import _dispatch
 
     variants = _dispatch.available_variants()
     results = {name: compute(name) for name in variants}

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from trilinear_bwd import reference
-from trilinear_bwd._arrays import numpy_dtype
+from trilinear_bwd._core._arrays import numpy_dtype
 
 # The one switch between the two depths.
 FULL = os.environ.get("TRILINEAR_BWD_TESTS", "").strip().lower() == "full"

@@ -5,7 +5,7 @@ import pytest
 from conftest import assert_matches_reference, random_grad
 
 import trilinear_bwd as tb
-from trilinear_bwd import _plan
+from trilinear_bwd._core import _plan
 
 
 def test_everything_after_input_size_is_keyword_only():

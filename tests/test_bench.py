@@ -44,7 +44,7 @@ def test_report_renders_as_a_table(monkeypatch):
 
 def test_variants_are_timed_side_by_side(monkeypatch):
     """--variants: every variant runs in the same rounds, on its own kernel."""
-    from trilinear_bwd import _dispatch
+    from trilinear_bwd._core import _dispatch
 
     variants = _dispatch.available_variants()
     monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
@@ -74,7 +74,7 @@ def test_forced_variant_is_used_by_executors_made_inside():
     import numpy as np
 
     import trilinear_bwd as tb
-    from trilinear_bwd import _dispatch
+    from trilinear_bwd._core import _dispatch
 
     g = np.ones((1, 1, 4, 4, 4), np.float32)
     before = _dispatch.kernel_module()
@@ -82,7 +82,7 @@ def test_forced_variant_is_used_by_executors_made_inside():
         with _dispatch.forced(v):
             _, ex = tb.get_workspace_size(g, (4, 4, 4), (1, 1, 2, 2, 2), False, 0, 0, 0,
                                           np.empty((1, 1, 2, 2, 2), np.float32))
-        assert ex._runner.variant.__name__ == f"trilinear_bwd._kernels_{v}"   # its runner's
+        assert ex._runner.variant.__name__ == f"trilinear_bwd._kernels.{v}"   # its runner's
     assert _dispatch.kernel_module() is before
 
 

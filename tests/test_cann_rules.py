@@ -23,7 +23,8 @@ from conftest import DTYPES, OUT_LAYOUTS, assert_matches_reference, in_layout, n
     out_array, random_grad
 
 import trilinear_bwd as tb
-from trilinear_bwd import _plan, _tables, aclnn, reference
+from trilinear_bwd._core import _plan, _tables
+from trilinear_bwd import aclnn, reference
 
 OK = tb.ACLNN_SUCCESS
 NULL, INVALID = tb.ACLNN_ERR_PARAM_NULLPTR, tb.ACLNN_ERR_PARAM_INVALID
@@ -403,7 +404,7 @@ def test_empty_spatial_axis_refused_in_both_layers(go_shape, output_size, input_
 
 def test_cann_scales_rule():
     """The rule itself, as ``_operator.cann_scales`` states it."""
-    from trilinear_bwd._operator import cann_scales
+    from trilinear_bwd._core._operator import cann_scales
 
     assert cann_scales([1.5, 2.0, 0.5], False) == [1.5, 2.0, 0.5]
     for scales in ([1.5, 0.0, 2.0], [-1.0, 2.0, 2.0], [0.0, 0.0, 0.0], [2.0, 2.0, -0.0]):

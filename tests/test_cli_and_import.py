@@ -69,7 +69,7 @@ def test_import_adds_only_the_standard_library_beyond_numpy():
     )
     new = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert "trilinear_bwd._native" in new  # the check can see the package
+    assert "trilinear_bwd._kernels._native" in new  # the check can see the package
     foreign = [m for m in new
                if m.split(".")[0] not in sys.stdlib_module_names
                and m.split(".")[0] != "trilinear_bwd"
@@ -115,7 +115,7 @@ def test_show_config_reports_build_and_runtime():
 def test_cpu_checks_agree_with_the_kernel():
     """The CPUID + XCR0 checks agree with Linux's flags, which the kernel clears
     for a vector extension whose register state it does not enable."""
-    from trilinear_bwd import _native
+    from trilinear_bwd._kernels import _native
 
     try:
         with open("/proc/cpuinfo") as f:
@@ -130,7 +130,7 @@ def test_cpu_checks_agree_with_the_kernel():
 
 def _variant_in_subprocess(kernel):
     env = dict(os.environ, TRILINEAR_BWD_KERNEL=kernel)
-    code = ("from trilinear_bwd import _dispatch\n"
+    code = ("from trilinear_bwd._core import _dispatch\n"
             "print(_dispatch.active_variant(), ','.join(_dispatch.available_variants()))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env)
@@ -140,7 +140,7 @@ def test_kernel_variant_is_forced_by_the_environment():
     """TRILINEAR_BWD_KERNEL picks any available variant; unset, the fastest runs;
     a variant that is not available here gives a warning naming it and the ones
     that are, and the fastest runs (issue 20, item 9: never an error)."""
-    from trilinear_bwd import _dispatch
+    from trilinear_bwd._core import _dispatch
 
     available = _dispatch.available_variants()
     assert available[-1] == "baseline"
@@ -161,7 +161,7 @@ def test_kernel_variant_is_forced_by_the_environment():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_openmp_runtime_found_without_threadpoolctl():
     """Without threadpoolctl the runtime comes from the process's memory map."""
-    from trilinear_bwd import _native
+    from trilinear_bwd._kernels import _native
 
     if not _native.openmp_enabled():
         pytest.skip("serial build: no OpenMP runtime to find")
@@ -222,10 +222,10 @@ def test_tests_run_against_installed_package():
     least carry its compiled extensions next to its Python files.
     """
     import trilinear_bwd
-    from trilinear_bwd import _native
+    from trilinear_bwd._kernels import _native
 
     pkg = os.path.dirname(os.path.realpath(trilinear_bwd.__file__))
-    assert os.path.dirname(os.path.realpath(_native.__file__)) == pkg
+    assert os.path.dirname(os.path.realpath(_native.__file__)) == os.path.join(pkg, "_kernels")
     venv = os.environ.get("TRILINEAR_BWD_EXPECT_INSTALLED_IN")
     if venv:
         assert pkg.startswith(os.path.realpath(venv) + os.sep), pkg
@@ -278,7 +278,7 @@ def test_an_allocation_that_fails_is_both_internal_error_and_memory_error(monkey
     import numpy as np
 
     import trilinear_bwd as tb
-    from trilinear_bwd import _pool
+    from trilinear_bwd._core import _pool
 
     def no_memory(*args, **kwargs):
         raise MemoryError("no memory left (simulated)")

@@ -5,7 +5,7 @@ import pytest
 
 from trilinear_bwd import reference
 from trilinear_bwd.__main__ import main, parser
-from trilinear_bwd._arrays import numpy_dtype
+from trilinear_bwd._core._arrays import numpy_dtype
 
 SMALL = ["-n", "1", "-c", "2", "-r", "1"]
 

@@ -4,9 +4,9 @@ import re
 from pathlib import Path
 
 import trilinear_bwd
-from trilinear_bwd import _constants
+from trilinear_bwd._core import _constants
 
-HEADER = Path(trilinear_bwd.__file__).with_name("_constants.h")
+HEADER = Path(trilinear_bwd.__file__).parent / "_kernels" / "_constants.h"
 
 
 def _header_values():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trilinear_bwd import _dispatch
+from trilinear_bwd._core import _dispatch
 
 VARIANTS = _dispatch.available_variants()
 

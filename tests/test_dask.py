@@ -11,7 +11,8 @@ import pytest
 da = pytest.importorskip("dask.array")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import _tables, reference  # noqa: E402
+from trilinear_bwd._core import _tables  # noqa: E402
+from trilinear_bwd import reference
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
 

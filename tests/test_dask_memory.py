@@ -19,7 +19,7 @@ dask = pytest.importorskip("dask")
 
 import trilinear_bwd as tb  # noqa: E402
 import trilinear_bwd.dask as tbd  # noqa: E402
-from trilinear_bwd import _plan, _tables  # noqa: E402
+from trilinear_bwd._core import _plan, _tables  # noqa: E402
 
 MiB = 2**20
 

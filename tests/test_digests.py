@@ -11,7 +11,7 @@ import platform
 import pytest
 from _digests import DTYPES, LAYOUTS, OPS, SHAPES, cases, compute, grad_out_values, load_table
 
-from trilinear_bwd import _dispatch
+from trilinear_bwd._core import _dispatch
 
 TABLE = load_table()["digests"]
 VARIANTS = _dispatch.available_variants()
@@ -49,7 +49,7 @@ def test_variant_reproduces_the_table(variant):
 
 def test_expected_variants_are_built():
     """The digest test covers what this processor runs: AVX2 wherever it can."""
-    from trilinear_bwd import _native
+    from trilinear_bwd._kernels import _native
 
     assert "baseline" in VARIANTS
     if _native.cpu_has_avx2_f16c():

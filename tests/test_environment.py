@@ -3,7 +3,7 @@
 The class: every environment variable the package reads.  The variables
 are found by scanning the package's source for their names, so a new one
 is tested as soon as it appears (and fails the first test until
-``trilinear_bwd._environ`` parses it).  Each is set to bad values in a
+``trilinear_bwd._core._environ`` parses it).  Each is set to bad values in a
 subprocess that imports the package and makes a call: the import and the
 call must work, and a variable the package parses must give a warning that
 names it, the value and the default used.
@@ -19,7 +19,7 @@ import pytest
 from conftest import sample
 
 import trilinear_bwd
-from trilinear_bwd import _environ
+from trilinear_bwd._core import _environ
 
 PACKAGE = pathlib.Path(trilinear_bwd.__file__).parent
 _NAME = re.compile(r"""["'](TRILINEAR_BWD_[A-Z0-9_]+|OMP_[A-Z0-9_]+)["']""")
@@ -29,7 +29,7 @@ _READERS = {"_environ.py", "_info.py"}
 
 
 def _sources():
-    return sorted(p for p in PACKAGE.iterdir() if p.suffix in (".py", ".pyx", ".pxi", ".pxd"))
+    return sorted(p for p in PACKAGE.rglob("*") if p.suffix in (".py", ".pyx", ".pxi", ".pxd"))
 
 
 def _variables():
@@ -61,7 +61,7 @@ OPENMP_BAD = ["", "abc", "-1", "1e9", "0"]
 
 _CALL = """
 import numpy as np, trilinear_bwd as tb
-from trilinear_bwd import _dispatch
+from trilinear_bwd._core import _dispatch
 g = np.ones((1, 2, 8, 8, 8), np.float32)
 r = tb.upsample_trilinear3d_backward(g, (4, 4, 4))
 y = tb.upsample_trilinear3d(np.ones((1, 2, 16, 32, 32), np.float32), (32, 64, 64))
@@ -96,7 +96,7 @@ def test_a_bad_value_never_breaks_import_or_a_call(name, value):
     if name == "TRILINEAR_BWD_POOL_BYTES":
         assert int(limit) == trilinear_bwd.pool.POOL_BYTES
     if name == "TRILINEAR_BWD_KERNEL":
-        from trilinear_bwd import _dispatch
+        from trilinear_bwd._core import _dispatch
 
         assert variant == _dispatch.available_variants()[0]
     if name in _environ.VARIABLES:

@@ -2,7 +2,7 @@
 
 The class: every module-level lock, condition and thread-local of the
 package.  The first test finds them all by scanning the globals of every
-module (so a new one that is not registered with ``trilinear_bwd._fork``
+module (so a new one that is not registered with ``trilinear_bwd._core._fork``
 fails it); the second holds every one of them in another thread while
 forking and checks that the child can take each; the last forks a process
 whose threads are busy calling the library, over and over, and requires
@@ -25,7 +25,7 @@ from _hardening import forks_while_threads_allocate
 from conftest import sample
 
 import trilinear_bwd
-from trilinear_bwd import _fork
+from trilinear_bwd._core import _fork
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 
@@ -34,14 +34,15 @@ _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()), threading.Condit
 
 
 def _all_modules():
-    from trilinear_bwd import _dispatch
+    from trilinear_bwd._core import _dispatch
 
-    runnable = {f"trilinear_bwd._kernels_{v}" for v in _dispatch.available_variants()}
+    runnable = {f"trilinear_bwd._kernels.{v}" for v in _dispatch.available_variants()}
+    variants = {f"trilinear_bwd._kernels.{v}" for v in ("baseline", "avx2", "avx512")}
     modules = []
     for info in pkgutil.walk_packages(trilinear_bwd.__path__, "trilinear_bwd."):
         if info.name.endswith("__main__"):
             continue
-        if info.name.startswith("trilinear_bwd._kernels_") and info.name not in runnable:
+        if info.name in variants and info.name not in runnable:
             continue                  # built for a processor this is not: it cannot load
         try:
             modules.append(importlib.import_module(info.name))
@@ -64,9 +65,9 @@ def test_every_module_level_lock_and_thread_local_is_renewed_at_fork(torch):
     found = _shared_state()
     names = {(m, n) for m, n, _ in found}
     # The ones known when this test was written must be among those found.
-    assert {("trilinear_bwd._plan", "_plans_lock"), ("trilinear_bwd._pool", "_lock"),
+    assert {("trilinear_bwd._core._plan", "_plans_lock"), ("trilinear_bwd._core._pool", "_lock"),
             ("trilinear_bwd.aclnn", "_recent"), ("trilinear_bwd.torch._override", "_lock"),
-            ("trilinear_bwd._runner", "_scratch")} <= names
+            ("trilinear_bwd._core._runner", "_scratch")} <= names
     missing = names - set(_fork.registered())
     assert not missing, f"not renewed in a forked child (register with _fork.renew): {missing}"
 
@@ -100,7 +101,7 @@ def test_a_child_forked_while_another_thread_holds_every_lock_can_take_them(torc
     # All but _fork's import guard, which fork() itself waits for (held
     # across the fork, it would wait forever: see the first-use import tests).
     found = [(m, n, v) for m, n, v in _shared_state()
-             if (m, n) != ("trilinear_bwd._fork", "_importing")]
+             if (m, n) != ("trilinear_bwd._core._fork", "_importing")]
     locks = [(m, n, v) for m, n, v in found if hasattr(v, "acquire")]
     holding, release = threading.Event(), threading.Event()
 
@@ -207,7 +208,7 @@ _SLOW_IMPORT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     with open(os.path.join(sys.argv[1], "tb_slow_module.py"), "w") as f:
         f.write("import time\\nopen(__file__ + '.started', 'w').close()\\ntime.sleep(1.5)\\n")
-    from trilinear_bwd import _fork
+    from trilinear_bwd._core import _fork
     guarded = sys.argv[2] == "guarded"
     import importlib
     load = _fork.import_module if guarded else importlib.import_module

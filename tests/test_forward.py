@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trilinear_bwd as tb
-from trilinear_bwd import _tables, aclnn, reference
+from trilinear_bwd._core import _tables
+from trilinear_bwd import aclnn, reference
 
 OK = tb.ACLNN_SUCCESS
 NULL, INVALID = tb.ACLNN_ERR_PARAM_NULLPTR, tb.ACLNN_ERR_PARAM_INVALID
@@ -392,7 +393,7 @@ def test_channels_last_every_variant_gives_the_channels_first_bits(dtype, channe
     sums without its loop over terms (copies of their own for 8, 16, 32 and 64
     channels): in each variant, with whole planes and with the ring, stored and
     streamed, it gives the channels-first pass's bits."""
-    from trilinear_bwd import _dispatch, _plan
+    from trilinear_bwd._core import _dispatch, _plan
 
     x = random_x((2, channels, 3, 4, 5), dtype, seed=7)
     outs = (6, 8, 11)

@@ -13,7 +13,7 @@ import pytest
 import trilinear_bwd as tb
 from trilinear_bwd import golden
 from trilinear_bwd.__main__ import main
-from trilinear_bwd._operator import cann_scales
+from trilinear_bwd._core._operator import cann_scales
 from trilinear_bwd.golden import _cases, _files, _run, _standards
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -20,7 +20,7 @@ import pytest
 import trilinear_bwd as tb
 from trilinear_bwd import aclnn, golden
 from trilinear_bwd.__main__ import main
-from trilinear_bwd._status import InvalidArgumentError
+from trilinear_bwd._core._status import InvalidArgumentError
 from trilinear_bwd.golden import _cases, _files, _report, _standards
 
 # Every dtype and format with the special cases (empty, sizes 1, NaN/Inf): 36 + 57 cases.

@@ -5,7 +5,7 @@ import pytest
 from conftest import random_grad
 
 import trilinear_bwd as tb
-from trilinear_bwd._arrays import as_array
+from trilinear_bwd._core._arrays import as_array
 
 SHAPE_OUT = (2, 3, 8, 6, 10)
 SHAPE_IN = (2, 3, 4, 3, 5)

@@ -18,11 +18,11 @@ from conftest import (
 )
 
 import trilinear_bwd as tb
-from trilinear_bwd import _dispatch
-from trilinear_bwd._arrays import data_address
-from trilinear_bwd._plan import make_plan, ring_rows
-from trilinear_bwd._tables import axis_table
-from trilinear_bwd._operator import BACKWARD, check
+from trilinear_bwd._core import _dispatch
+from trilinear_bwd._core._arrays import data_address
+from trilinear_bwd._core._plan import make_plan, ring_rows
+from trilinear_bwd._core._tables import axis_table
+from trilinear_bwd._core._operator import BACKWARD, check
 
 # (N, C, input DHW, output DHW): up, down, identity and size-1 axes, mixed,
 # and W lengths that leave tails after the 8-point blocks of the W gather.
@@ -192,7 +192,7 @@ def test_kernel_variants_are_bitwise_identical(dtype, shape, layout):
 def run_variant(name, g, input_size, out_layout, align_corners=False, n_threads=2,
                 stream=False):
     """grad_input's bytes computed by kernel variant ``name`` (workspace full of 0xFF)."""
-    from trilinear_bwd import _plan
+    from trilinear_bwd._core import _plan
 
     out = out_array(input_size, g.dtype, out_layout)
     rule = _plan.streamed
@@ -239,9 +239,9 @@ def test_tail_shapes_reach_every_w_read_path():
     24, which AVX2 reads from three windows, and beyond, which it gathers),
     with their term set-up kept across rows (up to 8 terms) and redone per
     row (more)."""
-    from trilinear_bwd import _plan
-    from trilinear_bwd._constants import GATHER, WINDOW8, WINDOW16, WINDOW32
-    from trilinear_bwd._constants import W_STRIDE3, W_STRIDE3_WIDTH
+    from trilinear_bwd._core import _plan
+    from trilinear_bwd._core._constants import GATHER, WINDOW8, WINDOW16, WINDOW32
+    from trilinear_bwd._core._constants import W_STRIDE3, W_STRIDE3_WIDTH
 
     modes, shared, stride3, widths = set(), False, False, set()
     within24, beyond24 = set(), set()
@@ -345,7 +345,7 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
     """grad_input above the streaming threshold goes through non-temporal stores
     (written by the channels-first gather or the channels-last W pass, or
     copied row by row) and still matches, bit for bit, the ordinary stores."""
-    from trilinear_bwd import _plan
+    from trilinear_bwd._core import _plan
 
     g = random_grad((1, channels, 5, 6, 7), dtype, seed=6)
     for layout in OUT_LAYOUTS:
@@ -366,7 +366,7 @@ def test_large_output_streams_and_matches(dtype, channels, monkeypatch):
 
 def test_streaming_only_where_it_wins():
     """Large float32/float64 targets of whole 32-byte rows stream; others do not."""
-    from trilinear_bwd import _plan
+    from trilinear_bwd._core import _plan
 
     big = _plan.STREAM_BYTES
     assert _plan.streamed(big, 256, 4) and _plan.streamed(big, 288, 8)
@@ -458,7 +458,7 @@ def test_one_call_writes_into_out():
 def test_kernel_plan_refuses_more_planes_per_item_than_it_holds(planes, monkeypatch):
     """A plan asking an item for planes the kernel has no room for is a
     plan/kernel mismatch, refused when the KernelPlan is built."""
-    from trilinear_bwd import _plan
+    from trilinear_bwd._core import _plan
 
     g = in_layout(random_grad((1, 4, 6, 5, 4), "float32"), "ndhwc")
     out = out_array((1, 4, 16, 3, 2), g.dtype, "ndhwc")
@@ -486,7 +486,7 @@ WHOLE_PLANE_SHAPES = [
 def _run_mode(variant, op, source, target_shape, out_layout, whole, n_threads, stream,
               align_corners):
     """The target's bytes computed by ``variant`` with whole channels-last planes on or off."""
-    from trilinear_bwd import _operator, _plan
+    from trilinear_bwd._core import _operator, _plan
 
     out = out_array(target_shape, source.dtype, out_layout)
     with pytest.MonkeyPatch.context() as mp:
@@ -543,7 +543,7 @@ def test_whole_channels_last_planes_give_the_rings_bits(dtype, op, shape):
 def test_whole_planes_only_where_they_are_small():
     """The default rule: tiny channels-last planes whole, large ones through
     the ring, channels-first planes never (they have their own schedule)."""
-    from trilinear_bwd import _plan
+    from trilinear_bwd._core import _plan
 
     def plan(shape, layout, size):
         g = in_layout(random_grad(shape, "float32"), layout)
@@ -590,7 +590,7 @@ def test_the_plan_structs_are_declared_once_in_c_and_every_field_is_filled():
     """_kernel_plan.h declares the plan's structs, which the C helpers read;
     _kernel_plan.pxd reads the same fields in the same order, and KernelPlan
     fills every field of tb_problem (a field it left out would be zero)."""
-    package = Path(tb.__file__).parent
+    package = Path(tb.__file__).parent / "_kernels"
     header = _c_structs((package / "_kernel_plan.h").read_text())
     cython = _cython_structs((package / "_kernel_plan.pxd").read_text())
     assert set(header) == {"tb_axis", "tb_row", "tb_volume", "tb_problem"}

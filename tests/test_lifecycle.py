@@ -271,7 +271,7 @@ def test_aclnn_stream_error_is_a_status():
 
 
 def test_num_threads_none_follows_openmp_default():
-    from trilinear_bwd import _native
+    from trilinear_bwd._kernels import _native
 
     g, gi, size, ex = phase_one(shape_in=(4, 8, 16, 16, 16), shape_out=(32, 32, 32))
     assert ex.num_threads == min(_native.max_threads(), ex._runner.plan.n_slots)

@@ -215,7 +215,7 @@ def test_a_workspace_of_unknown_owner_is_checked_every_run():
 
 def test_a_pooled_result_as_workspace_is_remembered_and_kept():
     """The pool's blocks cannot move under a view: remembered, and not reused while held."""
-    from trilinear_bwd import _pool
+    from trilinear_bwd._core import _pool
 
     arrays, size, ex = _numpy_case("workspace", False)
     ws = _pool.empty((1, 1, 1, 2**20, 1), np.float32).view(np.uint8).reshape(-1)

@@ -11,7 +11,7 @@ import pytest
 
 import trilinear_bwd
 import trilinear_bwd as tb
-from trilinear_bwd._operator import BACKWARD, FORWARD, OPERATORS, Call, check
+from trilinear_bwd._core._operator import BACKWARD, FORWARD, OPERATORS, Call, check
 
 PACKAGE = Path(trilinear_bwd.__file__).parent
 # The modules that may name torch: the torch wing (its package), the benchmarks.

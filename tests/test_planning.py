@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trilinear_bwd import _tables
+from trilinear_bwd._core import _tables
 
 pytest.importorskip("dask")
 

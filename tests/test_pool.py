@@ -1,4 +1,4 @@
-"""The pool of faulted memory behind fresh results (trilinear_bwd._pool)."""
+"""The pool of faulted memory behind fresh results (trilinear_bwd._core._pool)."""
 
 import gc
 
@@ -8,7 +8,7 @@ from conftest import assert_matches_reference, np_dtype, random_grad
 from conftest import sample, sample_product
 
 import trilinear_bwd as tb
-from trilinear_bwd import _pool
+from trilinear_bwd._core import _pool
 
 BIG = (1, 8, 48, 48, 48)          # 1.7 MiB as float16, over _pool.MIN_BYTES
 G_SHAPE = (1, 8, 24, 24, 24)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import trilinear_bwd
-from trilinear_bwd import _arrays
-from trilinear_bwd._status import InvalidArgumentError
+from trilinear_bwd._core import _arrays
+from trilinear_bwd._core._status import InvalidArgumentError
 
 SHAPE = (2, 1, 1, 3, 4)          # N, C=1, D=1, H, W: two axes of size 1
 ODD = (-40, 0, 4, 7 * 4, 1000 * 4)   # strides an exporter might report for them

@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from trilinear_bwd import _tables
+from trilinear_bwd._core import _tables
 
 HALVES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -167,7 +167,7 @@ def slow_block_kind(table, b):
     """Block b of the padded table by the rule, one term at a time: the window
     every k shares (>= 0), W_STRIDE3 (every k reads 8 real sources 3 apart or
     is padding alone, one k at least reading), or -1."""
-    from trilinear_bwd._constants import W_BLOCK, W_STRIDE3
+    from trilinear_bwd._core._constants import W_BLOCK, W_STRIDE3
 
     width = table.width
     src = table.padded_src[b * W_BLOCK * width:(b + 1) * W_BLOCK * width].reshape(width, W_BLOCK)
@@ -187,7 +187,7 @@ def slow_block_kind(table, b):
 def test_block_kinds_follow_the_rule(forward):
     """block_window marks, block by block, what the slow rule says; 3x axes
     both ways have blocks read 3 apart (the AVX2 W pass's stride-3 read)."""
-    from trilinear_bwd._constants import W_STRIDE3
+    from trilinear_bwd._core._constants import W_STRIDE3
 
     three = [(21, 63, False, 0.0), (63, 21, False, 0.0), (40, 120, False, 0.0),
              (120, 40, False, 0.0), (13, 39, False, 0.0), (30, 10, False, 1 / 3)]
@@ -253,7 +253,7 @@ def reference_terms(n_in, n_out, align_corners, scale, dtype, forward, storage):
 
 def reference_padded(ptr, src, weight, sentinel):
     """The padded table's fields by the rule, built point-major then stored k-major."""
-    from trilinear_bwd._constants import (GATHER, W_BLOCK, W_STRIDE3, WINDOW8, WINDOW16,
+    from trilinear_bwd._core._constants import (GATHER, W_BLOCK, W_STRIDE3, WINDOW8, WINDOW16,
                                           WINDOW32)
 
     counts = np.diff(ptr)

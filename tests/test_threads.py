@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import trilinear_bwd as tb
-from trilinear_bwd import _native
+from trilinear_bwd._kernels import _native
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 

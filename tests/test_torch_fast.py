@@ -119,9 +119,9 @@ def test_a_changed_geometry_misses(op, change):
     if change == "threads":
         # Another OpenMP default, as threadpoolctl or torch.set_num_threads sets it.
         threadpoolctl = pytest.importorskip("threadpoolctl")
-        other = trilinear_bwd._native.effective_n_threads(None) + 1
+        other = trilinear_bwd._kernels._native.effective_n_threads(None) + 1
         with threadpoolctl.threadpool_limits(limits=other, user_api="openmp"):
-            assert trilinear_bwd._native.effective_n_threads(None) == other
+            assert trilinear_bwd._kernels._native.effective_n_threads(None) == other
             got = _call(op, t, **kwargs)
     else:
         got = _call(op, t, **kwargs)
@@ -185,7 +185,7 @@ def test_a_team_of_two_runs_through_the_c_entry_point(op, layout):
 
 
 def test_a_geometry_refuses_what_would_crash_its_kernel():
-    from trilinear_bwd import _operator, _runner
+    from trilinear_bwd._core import _operator, _runner
 
     x = torch.rand(1, 1, 2, 2, 2)
     call = _operator.check(_operator.FORWARD, x.numpy(), torch.empty(1, 1, 4, 4, 4).numpy(),
@@ -345,7 +345,7 @@ def test_two_threads_running_one_geometry_get_its_bits(op):
     sources = [_source(op, torch.float32, "NDHWC") * (k + 1) for k in range(2)]
     wants = [_call(op, t) for t in sources]
     (geometry,) = _cache.geometries.values()
-    assert 0 < geometry.workspace_size <= trilinear_bwd._runner.OWN_WORKSPACE_BYTES
+    assert 0 < geometry.workspace_size <= trilinear_bwd._core._runner.OWN_WORKSPACE_BYTES
     wrong = []
 
     def work(k):

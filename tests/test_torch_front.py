@@ -14,9 +14,10 @@ F = torch.nn.functional
 tbt = pytest.importorskip("trilinear_bwd.torch")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd import _api, _pool  # noqa: E402
+from trilinear_bwd import _api  # noqa: E402
+from trilinear_bwd._core import _pool
 from trilinear_bwd.torch import _arrays as _torch_arrays, _cache  # noqa: E402
-from trilinear_bwd._status import InvalidArgumentError  # noqa: E402
+from trilinear_bwd._core._status import InvalidArgumentError  # noqa: E402
 from conftest import sample_product  # noqa: E402
 
 # Most of these calls end in a C++ exception of PyTorch's (its argument and

@@ -215,7 +215,7 @@ def test_limits_without_allocating(shape_out, shape_in, match):
 
 def test_sixty_gib_limit_boundary():
     # N*C*(o + i + o + o)*4 with all sizes 1 along D, H: 4 * (ow + iw + iw + iw) per slice.
-    from trilinear_bwd._operator import BACKWARD, MAX_BYTES, check_limits
+    from trilinear_bwd._core._operator import BACKWARD, MAX_BYTES, check_limits
 
     ow = iw = 2**20
     per_slice = (ow + iw + iw + iw) * 4

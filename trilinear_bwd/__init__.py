@@ -20,7 +20,7 @@ Two ways to call it:
 """
 
 try:
-    from . import _native  # noqa: F401 - the first compiled module
+    from ._kernels import _native  # noqa: F401 - the first compiled module
 except ImportError as exc:  # pragma: no cover - depends on how the package was installed
     import os as _os
 
@@ -40,7 +40,7 @@ from ._executor import (
 )
 from ._info import show_config
 from . import pool
-from ._status import (
+from ._core._status import (
     ACLNN_ERR_INNER,
     ACLNN_ERR_PARAM_INVALID,
     ACLNN_ERR_PARAM_NULLPTR,
@@ -85,7 +85,7 @@ __all__ = [
 def __getattr__(name):
     # Submodules with optional or heavier dependencies load on first use.
     if name in ("aclnn", "reference", "torch", "dask", "bench"):
-        from . import _fork
+        from ._core import _fork
 
         return _fork.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

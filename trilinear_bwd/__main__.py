@@ -259,7 +259,7 @@ def main(argv=None):
 
 def _check_case(n, c, ins, outs, dtype, align_corners, scales, forward):
     """Refuse, before allocating anything, a case the operator would refuse."""
-    from trilinear_bwd._operator import BACKWARD, FORWARD, check
+    from trilinear_bwd._core._operator import BACKWARD, FORWARD, check
 
     if forward:
         stand_in = np.broadcast_to(np.zeros((), dtype), (n, c) + ins)
@@ -282,7 +282,7 @@ def _main(args):
 
         show_config()
         return 0
-    from trilinear_bwd._arrays import numpy_dtype
+    from trilinear_bwd._core._arrays import numpy_dtype
 
     dtype = numpy_dtype(args.dtype)
     rng = np.random.default_rng(args.seed)

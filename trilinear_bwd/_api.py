@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from . import _pool
-from ._arguments import forward_sizes, one_call_sizes
-from ._arrays import as_array, is_channels_last, is_misaligned, kind_of
-from ._operator import BACKWARD, FORWARD, check
-from ._runner import run_once
-from ._status import AllocationError, NullArgumentError
+from ._core import _pool
+from ._core._arguments import forward_sizes, one_call_sizes
+from ._core._arrays import as_array, is_channels_last, is_misaligned, kind_of
+from ._core._operator import BACKWARD, FORWARD, check
+from ._core._runner import run_once
+from ._core._status import AllocationError, NullArgumentError
 
 
 def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,

@@ -10,12 +10,12 @@ kernel with the GIL released.
 import threading
 import weakref
 
-from . import _fork, _memory
-from ._arguments import checked_workspace, workspace_size_argument
-from ._arrays import data_address, kind_of
-from ._operator import BACKWARD, FORWARD, check, rebind
-from ._runner import aligned_bytes, prepare
-from ._status import ExecutionError, InvalidArgumentError, NullArgumentError
+from ._core import _fork, _memory
+from ._core._arguments import checked_workspace, workspace_size_argument
+from ._core._arrays import data_address, kind_of
+from ._core._operator import BACKWARD, FORWARD, check, rebind
+from ._core._runner import aligned_bytes, prepare
+from ._core._status import ExecutionError, InvalidArgumentError, NullArgumentError
 
 _READY, _CONSUMED, _DESTROYED = "ready", "consumed", "destroyed"
 

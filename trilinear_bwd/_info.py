@@ -36,7 +36,8 @@ def config():
 
     import numpy as np
 
-    from . import _dispatch, _native, _threads
+    from ._core import _dispatch, _threads
+    from ._kernels import _native
     from ._version import __version__
 
     omp_macro = _native.openmp_version()
@@ -77,7 +78,7 @@ def openmp_runtimes():
         ``"none loaded"`` for a serial build, ``"unknown ..."`` where the
         platform cannot be asked.
     """
-    from . import _kernels_baseline  # noqa: F401 - make sure the runtime is loaded
+    from ._kernels import baseline as _kernels_baseline  # noqa: F401 - make sure the runtime is loaded
 
     try:
         found = _runtimes_threadpoolctl()

@@ -4,8 +4,8 @@ import collections
 import threading
 import weakref
 
-from . import _fork
-from ._status import ExecutionError
+from ._core import _fork
+from ._core._status import ExecutionError
 
 # Streams alive in this process.  A forked child has none of the parent's
 # threads, so each stream there starts afresh: a new worker on the next

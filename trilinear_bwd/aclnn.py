@@ -34,8 +34,9 @@ array([ 36., 100., 164., 228.], dtype=float32)
 
 import threading
 
-from . import _executor, _fork
-from ._status import (
+from . import _executor
+from ._core import _fork
+from ._core._status import (
     ACLNN_ERR_INNER,
     ACLNN_ERR_PARAM_INVALID,
     ACLNN_ERR_PARAM_NULLPTR,
@@ -46,8 +47,8 @@ from ._status import (
     InvalidArgumentError,
     NullArgumentError,
 )
-from ._coerce import as_int
-from ._operator import BACKWARD, CANN_RULES, FORWARD, check
+from ._core._coerce import as_int
+from ._core._operator import BACKWARD, CANN_RULES, FORWARD, check
 from ._stream import Stream
 
 __all__ = [

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from ._arrays import numpy_dtype
+from ._core._arrays import numpy_dtype
 from ._pipes import quiet_on_broken_pipe
 
 # name, (N, C), input DHW, output DHW, layout, dtype, align_corners
@@ -120,7 +120,7 @@ def _ours_call(grad_out, input_size, align_corners, layout, num_threads, variant
     import contextlib
 
     import trilinear_bwd as tb
-    from trilinear_bwd import _dispatch
+    from trilinear_bwd._core import _dispatch
 
     out = _empty(input_size, grad_out.dtype, layout)
     with _dispatch.forced(variant) if variant else contextlib.nullcontext():
@@ -226,7 +226,7 @@ def run_benchmark(cases=CASES, repeat=15, num_threads=None, with_torch=None, ban
     ``cache``, ``variants`` and ``stat`` are passed to :func:`measure`.
     """
     import trilinear_bwd as tb
-    from trilinear_bwd import _dispatch, _threads
+    from trilinear_bwd._core import _dispatch, _threads
 
     if with_torch is None:
         try:

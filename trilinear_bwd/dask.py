@@ -41,13 +41,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from . import _pool, _tables, _threads
-from ._arguments import forward_sizes, one_call_sizes
-from ._arrays import dtype_info, is_channels_last, is_misaligned
-from ._coerce import invalid
-from ._operator import BACKWARD, FORWARD, check, check_5d, check_limits, check_window
-from ._runner import run_once
-from ._status import NullArgumentError
+from ._core import _pool, _tables, _threads
+from ._core._arguments import forward_sizes, one_call_sizes
+from ._core._arrays import dtype_info, is_channels_last, is_misaligned
+from ._core._coerce import invalid
+from ._core._operator import BACKWARD, FORWARD, check, check_5d, check_limits, check_window
+from ._core._runner import run_once
+from ._core._status import NullArgumentError
 
 __all__ = ["upsample_trilinear3d", "upsample_trilinear3d_backward"]
 
@@ -394,7 +394,7 @@ def _window_block(pieces, spans, runs, nc, whole, num_threads, terms, chunk_keys
     window is under ``SPLIT_BYTES``, of its window (``docs/dask.md``,
     "Memory").
 
-    ``terms`` are the three axes' :class:`trilinear_bwd._tables.AxisTerms`
+    ``terms`` are the three axes' :class:`trilinear_bwd._core._tables.AxisTerms`
     (graph nodes, built once at graph construction): handed to the table
     cache, so that planning cuts the tables from them instead of
     rebuilding the axes.  ``chunk_keys`` name each piece's chunk, for errors.

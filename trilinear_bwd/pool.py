@@ -18,6 +18,6 @@ Examples
 True
 """
 
-from ._pool import MIN_BYTES, POOL_BYTES, clear, held, limit, set_limit, stats
+from ._core._pool import MIN_BYTES, POOL_BYTES, clear, held, limit, set_limit, stats
 
 __all__ = ["MIN_BYTES", "POOL_BYTES", "clear", "held", "limit", "set_limit", "stats"]

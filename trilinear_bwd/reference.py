@@ -26,7 +26,7 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
     opmath : {numpy.float64, numpy.float32}
         The type PyTorch computes the coordinates of the data's dtype in:
         which weights are exactly zero follows PyTorch's rounding there
-        (``trilinear_bwd._tables.pytorch_zero_pattern``, the one rule this
+        (``trilinear_bwd._core._tables.pytorch_zero_pattern``, the one rule this
         reference shares with the kernel's tables).
     storage : dtype, optional
         float16 or bfloat16 for the forward of those types, whose weights
@@ -37,7 +37,7 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
     list of tuple
         ``n_out`` tuples ``(x0, x1, l0, l1)``.
     """
-    from ._tables import pytorch_zero_pattern
+    from ._core._tables import pytorch_zero_pattern
 
     coefficients = []
     for j in range(n_out):

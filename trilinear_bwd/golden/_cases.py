@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from .._arrays import numpy_dtype
+from .._core._arrays import numpy_dtype
 from ._dtypes import DTYPES
 from ._errors import GoldenError, GoldenFileError, shown
 from ._paths import load_json

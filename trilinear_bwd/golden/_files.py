@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from .._arrays import numpy_dtype
+from .._core._arrays import numpy_dtype
 from ._dtypes import GOLDEN_DTYPE
 from ._errors import GoldenFileError
 from ._paths import plain_name

@@ -6,7 +6,7 @@ import stat
 
 import numpy as np
 
-from .._arrays import numpy_dtype
+from .._core._arrays import numpy_dtype
 from ._cases import OPS, atk_cases, given_cases, level_cases
 from ._cases import values as draw_values
 from ._dtypes import DTYPES, GOLDEN_DTYPE

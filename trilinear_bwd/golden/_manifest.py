@@ -12,7 +12,7 @@ writes them.
 import json
 import os
 
-from .._operator import MAX_DIM
+from .._core._operator import MAX_DIM
 from ._cases import DISTRIBUTIONS, FORMATS, OPS, SPECIAL_VALUES, is_finite
 from ._dtypes import DTYPES, GOLDEN_DTYPE
 from ._errors import GoldenFileError, shown as _shown

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import numpy_dtype
+from .._core._arrays import numpy_dtype
 from ._errors import GoldenError, GoldenFileError
 from ._files import actual_name, read_array, write_array
 from ._manifest import MANIFEST, check_case, read_manifest

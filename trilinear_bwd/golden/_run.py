@@ -7,9 +7,9 @@ The golden and this library's result go through ``trilinear_bwd.aclnn``
 
 import numpy as np
 
-from .. import _operator
-from .._arrays import numpy_dtype
-from .._status import AclnnError, InvalidArgumentError
+from .._core import _operator
+from .._core._arrays import numpy_dtype
+from .._core._status import AclnnError, InvalidArgumentError
 
 # Two different NaNs per storage type, as bit patterns: an output element the
 # kernel never writes keeps the pre-filled NaN, and so differs between two
@@ -36,7 +36,7 @@ def _in_format(x, fmt):
 def refusal(case):
     """What the CANN call says of the case's shapes and scales: None when it takes them, else its message.
 
-    The operator's own check (``trilinear_bwd._operator.check`` under CANN's
+    The operator's own check (``trilinear_bwd._core._operator.check`` under CANN's
     rules), on an input of the case's shape that holds no memory: no file is
     read and nothing is allocated.
     """

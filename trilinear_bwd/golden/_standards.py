@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .._arrays import numpy_dtype
+from .._core._arrays import numpy_dtype
 from ..reference import ulp
 from ._dtypes import DTYPES
 

@@ -30,7 +30,7 @@ arguments), ``_cache`` (the careful way, the remembered geometries and the
 fast paths), ``_fast`` (the fast path, compiled), ``_pytorch`` (PyTorch's
 own layout rule and kernels), ``_arrays`` (tensors as arrays of the core)
 and ``_compile`` (``torch.compile`` under :func:`enable`); every run goes
-through the core's one seam, ``trilinear_bwd._runner`` (``docs/design.md``).
+through the core's one seam, ``trilinear_bwd._core._runner`` (``docs/design.md``).
 
 Examples
 --------

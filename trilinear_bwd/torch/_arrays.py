@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from torch.autograd.graph import increment_version
 
-from .. import _arrays, _fork
+from .._core import _arrays, _fork
 from . import _private
-from .._status import AllocationError, ExecutionError, InvalidArgumentError
+from .._core._status import AllocationError, ExecutionError, InvalidArgumentError
 
 _TORCH_TO_NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16}
 

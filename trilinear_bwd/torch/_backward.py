@@ -7,9 +7,9 @@ allocated, and a remembered geometry's calls on the compiled fast path.
 
 import torch
 
-from .. import _threads
-from .._runner import variant
-from .._status import InvalidArgumentError, NullArgumentError
+from .._core import _threads
+from .._core._runner import variant
+from .._core._status import InvalidArgumentError, NullArgumentError
 from . import _cache, _private, _pytorch
 from ._fast import Geometry, key
 

@@ -14,11 +14,11 @@ import functools
 
 import torch
 
-from .. import _threads
-from .._arrays import as_array, is_misaligned, same_strides
-from .._operator import BACKWARD, FORWARD, check
-from .._runner import run_once, variant
-from .._status import InvalidArgumentError, LimitError, NullArgumentError
+from .._core import _threads
+from .._core._arrays import as_array, is_misaligned, same_strides
+from .._core._operator import BACKWARD, FORWARD, check
+from .._core._runner import run_once, variant
+from .._core._status import InvalidArgumentError, LimitError, NullArgumentError
 from . import _fast, _pytorch
 from ._arrays import new_strided, new_tensor, tensor_view
 

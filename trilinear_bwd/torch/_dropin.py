@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function
 from torch.overrides import has_torch_function_unary as _has_torch_function_unary
 
-from .._operator import MAX_DIM
+from .._core._operator import MAX_DIM
 from . import _cache, _private, _pytorch
 from ._private import DispatchKey
 from ._operators import backward_op, forward_op, is_dual

@@ -3,7 +3,7 @@
 A training loop calls one geometry over and over.  The first call of a
 geometry goes the careful way (every rule of the contract, a plan: the
 cold path of ``_cache``), which keeps a :class:`Geometry`: the core's
-runner for the call (``trilinear_bwd._runner``, the one seam every front
+runner for the call (``trilinear_bwd._core._runner``, the one seam every front
 end runs the kernel through) and the result's metadata.  A later call with
 the same :func:`key` -- the tensor's shape, strides and dtype, the sizes,
 ``align_corners``, the scales, the team size asked for and the kernel
@@ -19,7 +19,7 @@ handed over by the Python side.
 
 from libc.stdint cimport uintptr_t
 
-from trilinear_bwd._runner cimport Runner
+from trilinear_bwd._core._runner cimport Runner
 
 
 cpdef tuple key(str code, tensor, output_size, input_size, align_corners, scales_d, scales_h,
@@ -62,7 +62,7 @@ cdef class Geometry:
 
     Parameters
     ----------
-    runner : trilinear_bwd._runner.Runner
+    runner : trilinear_bwd._core._runner.Runner
         The call's runner: its plan, kernel and workspace.
     shape, strides : tuple of int
         The result's, in elements.

@@ -22,7 +22,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .. import _fork
+from .._core import _fork
 from . import _cache, _compile, _operators, _pytorch
 
 _lock = threading.Lock()

@@ -1,6 +1,6 @@
 # The kernel of both operators (a target computed from a source through
 # per-axis tables), compiled once per instruction-set variant: see
-# _kernels_baseline.pyx, _kernels_avx2.pyx and _kernels_avx512.pyx, which only
+# baseline.pyx, avx2.pyx and avx512.pyx, which only
 # include this file.
 #
 # Work is split into items (slice b, target plane a), or (slice b, target
@@ -15,7 +15,7 @@ from libc.stdint cimport int64_t, uint16_t, uintptr_t
 from cython cimport floating
 from cython.parallel cimport prange
 
-from trilinear_bwd._constants_h cimport (
+from trilinear_bwd._kernels._constants_h cimport (
     TB_DT_BFLOAT16,
     TB_DT_FLOAT16,
     TB_DT_FLOAT64,
@@ -27,8 +27,8 @@ from trilinear_bwd._constants_h cimport (
     TB_READ_FLOAT32,
     TB_READ_IN_PLACE,
 )
-from trilinear_bwd._kernel_plan cimport KernelPlan, Problem, RunTeam
-from trilinear_bwd._kernel_helpers cimport (
+from trilinear_bwd._kernels._kernel_plan cimport KernelPlan, Problem, RunTeam
+from trilinear_bwd._kernels._kernel_helpers cimport (
     axpy,
     axpy2,
     fill_zero,
@@ -55,7 +55,7 @@ from trilinear_bwd._kernel_helpers cimport (
     w_pass_rows_16,
     w_pass_rows_to,
 )
-from trilinear_bwd._openmp cimport omp_get_thread_num
+from trilinear_bwd._kernels._openmp cimport omp_get_thread_num
 
 import numpy as np
 
@@ -346,8 +346,8 @@ def run(KernelPlan plan not None, uintptr_t source, uintptr_t target, uintptr_t 
 
     Parameters
     ----------
-    plan : trilinear_bwd._kernel_plan.KernelPlan
-        The geometry's plan (``trilinear_bwd._plan.make_plan``).
+    plan : trilinear_bwd._kernels._kernel_plan.KernelPlan
+        The geometry's plan (``trilinear_bwd._core._plan.make_plan``).
     source, target, workspace : int
         Addresses of element [0, 0, 0, 0, 0] of each array and of the
         workspace's first byte.

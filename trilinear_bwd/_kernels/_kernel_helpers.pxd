@@ -18,7 +18,7 @@ from cython cimport floating
 
 # The structs the helpers read, declared once (_kernel_plan.h, through
 # _kernel_plan.pxd).
-from trilinear_bwd._kernel_plan cimport Axis, Row
+from trilinear_bwd._kernels._kernel_plan cimport Axis, Row
 
 cdef extern from "_convert.h" nogil:
     float tb_half_to_float(uint16_t h) noexcept
@@ -93,7 +93,7 @@ cdef extern from "_w_gather.h" nogil:
 
 
 # Shared with Python, defined once in _constants.h (see _constants_h.pxd).
-from trilinear_bwd._constants_h cimport TB_DT_FLOAT16, TB_DT_FLOAT32, TB_DT_FLOAT64
+from trilinear_bwd._kernels._constants_h cimport TB_DT_FLOAT16, TB_DT_FLOAT32, TB_DT_FLOAT64
 
 
 

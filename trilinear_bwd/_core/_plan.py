@@ -65,7 +65,7 @@ from ._constants import (
     READ_IN_PLACE,
     W_SPARE,
 )
-from ._kernel_plan import KernelPlan
+from .._kernels._kernel_plan import KernelPlan
 from ._tables import axis_table
 
 # A target of this many bytes or more is written with streaming stores
@@ -147,7 +147,7 @@ def ring_rows(ptr, src):
     Parameters
     ----------
     ptr, src : ndarray of int64
-        The H axis table (see :func:`trilinear_bwd._tables.axis_table`).
+        The H axis table (see :func:`trilinear_bwd._core._tables.axis_table`).
 
     Returns
     -------
@@ -176,7 +176,7 @@ class Plan:
 
     Attributes
     ----------
-    kernel : trilinear_bwd._kernel_plan.KernelPlan
+    kernel : trilinear_bwd._kernels._kernel_plan.KernelPlan
         The typed plan every kernel variant's ``run`` reads: the C struct,
         filled once.
     n_slots : int
@@ -198,7 +198,7 @@ def make_plan(call, n_threads):
 
     Parameters
     ----------
-    call : trilinear_bwd._operator.Call
+    call : trilinear_bwd._core._operator.Call
     n_threads : int
         The team size the caller asked for (>= 1).
 
@@ -318,11 +318,11 @@ def planned(call, n_threads, kernel_module):
 
     Parameters
     ----------
-    call : trilinear_bwd._operator.Call
+    call : trilinear_bwd._core._operator.Call
     n_threads : int
         The team size the caller asked for (>= 1).
     kernel_module : module
-        The kernel variant (``trilinear_bwd._dispatch.kernel_module()``).
+        The kernel variant (``trilinear_bwd._core._dispatch.kernel_module()``).
 
     Returns
     -------

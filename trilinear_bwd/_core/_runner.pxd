@@ -2,7 +2,7 @@
 
 from libc.stdint cimport uintptr_t
 
-from trilinear_bwd._kernel_plan cimport KernelPlan, RunTeam
+from trilinear_bwd._kernels._kernel_plan cimport KernelPlan, RunTeam
 
 
 cdef class Runner:

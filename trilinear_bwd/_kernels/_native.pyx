@@ -7,9 +7,9 @@ of ``_constants.h``, and the address of an array's first element.
 
 cimport numpy as cnp
 
-cimport trilinear_bwd._constants_h as h
+cimport trilinear_bwd._kernels._constants_h as h
 
-from trilinear_bwd._openmp cimport (
+from trilinear_bwd._kernels._openmp cimport (
     TB_OPENMP_ENABLED,
     omp_get_max_threads,
     omp_get_num_procs,
@@ -159,7 +159,7 @@ def constants():
     -------
     dict
         ``{"DT_FLOAT32": 0, ...}``: each ``TB_`` name of the header without
-        its prefix (``trilinear_bwd._constants`` holds them as module names).
+        its prefix (``trilinear_bwd._core._constants`` holds them as module names).
     """
     return {
         "DT_FLOAT32": h.TB_DT_FLOAT32, "DT_FLOAT64": h.TB_DT_FLOAT64,

@@ -7,7 +7,8 @@ not available here gives a ``RuntimeWarning`` and the fastest one runs.
 
 import contextlib
 
-from . import _environ, _fork, _native
+from . import _environ, _fork
+from .._kernels import _native
 
 # Fastest first; each but the baseline needs the processor (and OS) support
 # its test reports.
@@ -33,7 +34,7 @@ def available_variants():
         if not _SUPPORTED[name]():
             continue
         try:
-            _fork.import_module(f"trilinear_bwd._kernels_{name}")
+            _fork.import_module(f"trilinear_bwd._kernels.{name}")
         except ImportError:
             continue
         names.append(name)
@@ -52,17 +53,17 @@ def kernel_module(name=None):
     """
     global _chosen
     if name is not None:
-        return _fork.import_module(f"trilinear_bwd._kernels_{name}")
+        return _fork.import_module(f"trilinear_bwd._kernels.{name}")
     if _chosen is None:
         available = available_variants()
         wanted = _environ.read_choice(_environ.KERNEL, available, available[0])
-        _chosen = _fork.import_module(f"trilinear_bwd._kernels_{wanted}")
+        _chosen = _fork.import_module(f"trilinear_bwd._kernels.{wanted}")
     return _chosen
 
 
 def active_variant():
     """Return the name of the variant :func:`kernel_module` uses."""
-    return kernel_module().__name__.rsplit("_", 1)[-1]
+    return kernel_module().__name__.rsplit(".", 1)[-1]
 
 
 @contextlib.contextmanager

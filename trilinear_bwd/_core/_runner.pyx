@@ -17,17 +17,17 @@ runs:
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport uintptr_t
 
-from trilinear_bwd._kernel_plan cimport RunTeam
+from trilinear_bwd._kernels._kernel_plan cimport RunTeam
 
 import threading
 
 import numpy as np
 
-from trilinear_bwd import _dispatch, _fork, _threads
-from trilinear_bwd._arrays import data_address
-from trilinear_bwd._constants import LINE
-from trilinear_bwd._plan import planned
-from trilinear_bwd._status import AllocationError
+from trilinear_bwd._core import _dispatch, _fork, _threads
+from trilinear_bwd._core._arrays import data_address
+from trilinear_bwd._core._constants import LINE
+from trilinear_bwd._core._plan import planned
+from trilinear_bwd._core._status import AllocationError
 
 # A runner whose workspace is at most this many bytes keeps one of its own
 # (a few rows of a tiny call), used by one raw run at a time, which saves a
@@ -98,7 +98,7 @@ def run_once(call, num_threads, misaligned=False):
 
     Parameters
     ----------
-    call : trilinear_bwd._operator.Call
+    call : trilinear_bwd._core._operator.Call
         Checked (with ``misaligned_ok=misaligned``), its target set.
     num_threads : int or None
     misaligned : bool
@@ -128,7 +128,7 @@ def prepare(call, num_threads):
 
     Parameters
     ----------
-    call : trilinear_bwd._operator.Call
+    call : trilinear_bwd._core._operator.Call
         From ``_operator.check``.
     num_threads : int or None
         As the caller passed it (checked here, ``_threads.resolve``).
@@ -149,7 +149,7 @@ cdef class Runner:
 
     Attributes
     ----------
-    plan : trilinear_bwd._plan.Plan
+    plan : trilinear_bwd._core._plan.Plan
     variant : module
         The kernel variant the plan was made for.
     workspace_size : int
@@ -192,7 +192,7 @@ cdef class Runner:
 
         Parameters
         ----------
-        call : trilinear_bwd._operator.Call
+        call : trilinear_bwd._core._operator.Call
             A call of the geometry this runner was planned for.
         workspace : int
             At least ``workspace_size`` bytes.

@@ -2,7 +2,7 @@
 
 from libc.stdint cimport int64_t, uintptr_t
 
-from trilinear_bwd._constants_h cimport TB_MAX_PLANES_PER_ITEM
+from trilinear_bwd._kernels._constants_h cimport TB_MAX_PLANES_PER_ITEM
 
 import numpy as np
 
@@ -41,14 +41,14 @@ cdef void _fill_volume(Volume* vol, tuple s) except *:
 cdef class KernelPlan:
     """A geometry's plan, frozen into the C struct the kernel reads.
 
-    Built once per geometry by ``trilinear_bwd._plan.make_plan`` from values
+    Built once per geometry by ``trilinear_bwd._core._plan.make_plan`` from values
     it has already decided; every keyword is the ``Problem`` field of the
     same name (``_kernel_plan.pxd`` says what each holds), except
     ``source``/``target`` (each array's strides, ``_plan._volume``) and
     ``tables`` (the D, H and W ``_tables.AxisTable``).  It checks only what
     would be a plan/kernel mismatch.  It holds no address of any array but
     its tables', so one plan serves any number of calls, at once too, under
-    any kernel variant (``_kernels_*.run``).
+    any kernel variant (``trilinear_bwd._kernels.<variant>.run``).
 
     Attributes
     ----------

@@ -80,7 +80,7 @@ def bound(call):
 
     Parameters
     ----------
-    call : trilinear_bwd._operator.Call
+    call : trilinear_bwd._core._operator.Call
 
     Returns
     -------

@@ -10,7 +10,8 @@ depend on the team (``docs/threads.md``).
 
 import warnings
 
-from . import _fork, _native
+from . import _fork
+from .._kernels import _native
 from ._coerce import as_int, invalid
 
 MAX_THREADS = 1024

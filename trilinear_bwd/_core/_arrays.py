@@ -23,7 +23,7 @@ import numpy as np
 from . import _fork
 from ._coerce import invalid
 # The address of element [0, ..., 0] of an ndarray (0 if empty), compiled.
-from ._native import data_address  # noqa: F401 - part of this module's interface
+from .._kernels._native import data_address  # noqa: F401 - part of this module's interface
 
 # Storage dtype -> (kernel dtype code, accumulation dtype).  bfloat16 comes
 # from ml_dtypes and is recognised by name so that importing this package does

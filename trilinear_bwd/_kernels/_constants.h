@@ -1,6 +1,6 @@
 /* The facts the Python planner and the C kernels must agree on, defined
  * once, here.  The kernels include this header; Python reads the same values
- * from the always-built _native extension (trilinear_bwd._constants),
+ * from the always-built _native extension (trilinear_bwd._core._constants),
  * and tests/test_constants.py checks that every TB_ name below reaches it. */
 #ifndef TRILINEAR_BWD_CONSTANTS_H
 #define TRILINEAR_BWD_CONSTANTS_H

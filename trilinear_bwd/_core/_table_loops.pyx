@@ -12,7 +12,7 @@ reference.
 from cython cimport floating
 from libc.stdint cimport int8_t, int32_t, int64_t, uint32_t
 
-cimport trilinear_bwd._constants_h as h
+cimport trilinear_bwd._kernels._constants_h as h
 
 
 def group_by_input_point(const int64_t[::1] x0, const int64_t[::1] x1,

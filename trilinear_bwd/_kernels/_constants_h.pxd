@@ -1,6 +1,6 @@
 # The constants of _constants.h for Cython: declared once, here, and cimported
 # by the kernels (_kernel_helpers.pxd, _kernels.pxi) and by _native.pyx,
-# which hands their values to Python (trilinear_bwd._constants).
+# which hands their values to Python (trilinear_bwd._core._constants).
 
 cdef extern from "_constants.h":
     enum:

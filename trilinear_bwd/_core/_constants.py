@@ -7,7 +7,7 @@ as this module's names (``DT_FLOAT32``, ``READ_CONVERT``, ``GATHER``,
 name of the header arrives with its value.
 """
 
-from ._native import constants as _constants
+from .._kernels._native import constants as _constants
 
 globals().update(_constants())
 del _constants

@@ -1,2 +1,2 @@
 # The kernels for any processor of the target architecture.
-include "_kernels.pxi"
+include "_driver.pxi"

@@ -1,0 +1,98 @@
+"""The package's folders are its layers: each imports only from the layers below.
+
+``trilinear_bwd/`` (the public face and the front ends) may import the core and
+the kernels; ``trilinear_bwd/_core/`` imports the kernels but no front end, no
+PyTorch, no Dask; ``trilinear_bwd/_kernels/`` imports neither.  Read from the
+source, every module of each folder, Python and Cython alike.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import trilinear_bwd
+
+PACKAGE = Path(trilinear_bwd.__file__).parent
+SOURCES = (".py", ".pyx", ".pxd", ".pxi")
+_CYTHON_IMPORT = re.compile(r"^\s*(?:from\s+(\.*[\w.]*)\s+c?import|c?import\s+([\w.]+))", re.M)
+
+
+def _modules(folder):
+    return sorted(p for p in (PACKAGE / folder).rglob("*") if p.suffix in SOURCES)
+
+
+def _imports(path, root=PACKAGE):
+    """The absolute dotted names ``path`` imports (relative ones resolved)."""
+    package = ["trilinear_bwd", *path.relative_to(root).parent.parts]
+    text = path.read_text()
+    found = []
+    if path.suffix == ".py":
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                found += [(a.name, 0) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                found += [(base, node.level)]
+                found += [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
+    else:
+        for rel, plain in _CYTHON_IMPORT.findall(text):
+            name = rel or plain
+            level = len(name) - len(name.lstrip("."))
+            found.append((name.lstrip("."), level))
+    names = []
+    for name, level in found:
+        if level:
+            base = package[: len(package) - level + 1]
+            name = ".".join(base + ([name] if name else []))
+        names.append(name)
+    return names
+
+
+def _front_ends():
+    """The root's modules and packages other than the core and the kernels."""
+    out = {"torch", "dask", "trilinear_bwd.torch", "trilinear_bwd.golden", "trilinear_bwd.dask"}
+    for p in PACKAGE.iterdir():
+        if p.suffix in SOURCES and p.stem != "__init__":
+            out.add(f"trilinear_bwd.{p.stem}")
+    return out
+
+
+@pytest.mark.parametrize("folder", ["_core", "_kernels"])
+def test_the_core_and_the_kernels_import_no_front_end(folder):
+    banned = _front_ends()
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in _modules(folder)
+        for name in _imports(path)
+        if any(name == b or name.startswith(b + ".") for b in banned)
+    ]
+    assert _modules(folder) and not offenders, offenders
+
+
+def test_the_kernels_import_nothing_of_the_core():
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in _modules("_kernels")
+        for name in _imports(path)
+        if name == "trilinear_bwd._core" or name.startswith("trilinear_bwd._core.")
+    ]
+    assert not offenders, offenders
+
+
+def test_the_reader_sees_an_upward_import(tmp_path):
+    """The check can fail: relative and absolute imports of a front end are seen."""
+    core = tmp_path / "_core"
+    core.mkdir()
+    (core / "a.py").write_text("from .. import dask\nfrom ..torch import _cache\n")
+    (core / "b.pyx").write_text("from trilinear_bwd._api cimport x\nfrom .._core cimport y\n")
+    assert _imports(core / "a.py", tmp_path) == [
+        "trilinear_bwd", "trilinear_bwd.dask", "trilinear_bwd.torch", "trilinear_bwd.torch._cache"]
+    assert _imports(core / "b.pyx", tmp_path) == ["trilinear_bwd._api", "trilinear_bwd._core"]
+
+
+def test_the_root_holds_no_c_header_nor_cython_include():
+    """Headers and Cython includes live with the kernels (or the core's two extensions)."""
+    stray = [p.name for p in PACKAGE.iterdir() if p.suffix in (".h", ".pxd", ".pxi", ".pyx")]
+    assert not stray, stray

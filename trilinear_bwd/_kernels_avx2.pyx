@@ -1,3 +1,0 @@
-# The kernels compiled with AVX2 and F16C (x86-64 only); chosen at run time
-# by trilinear_bwd._dispatch when the processor supports both.
-include "_kernels.pxi"
