@@ -1,4 +1,4 @@
-"""One argument path (issue 13): the one call's spelling, messages, plan cache, repeated runs."""
+"""One argument path: the one call's spelling, messages, plan cache, repeated runs."""
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ are > 0, otherwise the size ratio on every axis, and they are not checked agains
 and refuses one inconsistent with ``outputSize``.  Both refuse non-finite scales and
 keep this project's size limits; both accept an empty batch.
 
-The concrete values are those of the research note behind issue 15 (computed there
+The concrete values are those of the research note on CANN's rules (computed there
 with torch 2.13 in float64); every result is also compared with
 ``trilinear_bwd.reference`` for the scales the layer is expected to use.
 """

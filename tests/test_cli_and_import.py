@@ -139,7 +139,7 @@ def _variant_in_subprocess(kernel):
 def test_kernel_variant_is_forced_by_the_environment():
     """TRILINEAR_BWD_KERNEL picks any available variant; unset, the fastest runs;
     a variant that is not available here gives a warning naming it and the ones
-    that are, and the fastest runs (issue 20, item 9: never an error)."""
+    that are, and the fastest runs (never an error)."""
     from trilinear_bwd._core import _dispatch
 
     available = _dispatch.available_variants()
@@ -252,7 +252,7 @@ ENTRY_POINTS = [
 @pytest.mark.parametrize("argv, expected", ENTRY_POINTS,
                          ids=[" ".join(a[1:4]) for a, _ in ENTRY_POINTS])
 def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path, argv, expected):
-    """Issue 54 item 5: ``... | head -1`` -- the reader gone before the command
+    """``... | head -1`` -- the reader gone before the command
     writes -- leaves no BrokenPipeError traceback, whichever entry point: exit
     status 141, as for a program SIGPIPE ends (128 + 13)."""
     import trilinear_bwd
@@ -274,7 +274,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path, argv, expected)
 
 
 def test_an_allocation_that_fails_is_both_internal_error_and_memory_error(monkeypatch):
-    """Issue 54 item 5: ``except MemoryError`` catches it, and it is 561000."""
+    """``except MemoryError`` catches a failed allocation, and it is 561000."""
     import numpy as np
 
     import trilinear_bwd as tb

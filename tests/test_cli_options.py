@@ -43,7 +43,7 @@ def test_scales_reach_the_operator(capsys, forward):
 
 
 def test_one_scale_for_all_axes_and_zero_means_not_given(capsys):
-    # A negative scale is refused (issue 54): test_a_negative_scale_is_refused_not_ignored.
+    # A negative scale is refused: test_a_negative_scale_is_refused_not_ignored.
     assert parser().parse_args(["--scales", "2"]).scales == (2.0, 2.0, 2.0)
     assert main(SMALL + ["-i", "4", "-o", "8", "--scales", "0"]) == 0
     out = capsys.readouterr().out
@@ -81,7 +81,7 @@ def test_numpy_dtype_refuses_other_names():
         numpy_dtype("float17")
 
 
-# ------------------------------------------------------------ issue 54 item 5
+# ------------------------------------------------------------ scales the command line cannot use
 
 
 @pytest.mark.parametrize("argv, words", [

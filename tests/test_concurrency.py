@@ -105,7 +105,7 @@ def run_threads(targets):
         t.join()
 
 
-def test_32_threads_at_once():
+def test_thirty_two_threads_at_once():
     """32 threads, each with its own data, executors, streams and one-call runs, all at once."""
     jobs = [Job(k) for k in range(THREADS)]
     barrier = threading.Barrier(THREADS)
@@ -118,7 +118,7 @@ def test_32_threads_at_once():
     print(f"{runs} checked runs in {THREADS} threads")
 
 
-def test_32_threads_share_one_stream():
+def test_thirty_two_threads_share_one_stream():
     """32 threads launching onto one stream: every run happens, in order per thread."""
     jobs = [Job(k) for k in range(THREADS)]
     outputs = {k: [] for k in range(THREADS)}

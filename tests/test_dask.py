@@ -580,7 +580,7 @@ def _check_dask_problem(problem, dtype):
     assert np.array_equal(bits(got), bits(expected)), problem
 
 
-# The issue's reproducers (issue 54): result blocks of the backward that
+# The reported reproducers: result blocks of the backward that
 # no target point reads, with downsampling at a given scale.
 BLOCKS_NOBODY_READS = [
     (False, (100, 1, 1), (3, 1, 1), False, (0.0399, 0.0, 0.0), (1, 1, 3, 1, 1),
@@ -611,7 +611,7 @@ def _chunkings(n):
 
 @pytest.mark.parametrize("forward", [False, True])
 def test_every_small_axis_and_chunking_bitwise_equal_to_one_call(forward):
-    """Exhaustive in the small (issue 54's class, one axis): sizes 1-9 each way,
+    """Exhaustive in the small (the class, one axis): sizes 1-9 each way,
     both modes, scales not given, at the low and the high end of their range,
     and the chunkings of :func:`_chunkings`."""
     for n_in, n_out, align in itertools.product(range(1, 10), range(1, 10), (False, True)):
@@ -625,7 +625,7 @@ def test_every_small_axis_and_chunking_bitwise_equal_to_one_call(forward):
 
 
 def test_every_valid_call_and_chunking_bitwise_equal_to_one_call(calls):
-    """The class (issue 54): any valid call of either operator, any chunking, bitwise."""
+    """The class: any valid call of either operator, any chunking, bitwise."""
     hypothesis = pytest.importorskip("hypothesis")
     from hypothesis import strategies as st
 

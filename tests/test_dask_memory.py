@@ -53,7 +53,7 @@ def test_tasks_carry_nothing_that_grows_with_the_array(forward):
     # dask.distributed pickles each task to send it to a worker.  A 128 MiB
     # array (64 MiB for the forward; never made: da.zeros) in 1 MiB chunks:
     # a task must pickle to a few KiB, not to the array's bytes (a broadcast
-    # stand-in of the whole array pickles to all of them: issue 46).
+    # stand-in of the whole array pickles to all of them).
     if forward:
         x = da.zeros((4, 4, 64, 128, 128), dtype="float32", chunks=(1, 4, 16, 64, 64))
         lazy = tbd.upsample_trilinear3d(x, (128, 256, 256))
@@ -120,7 +120,7 @@ def block_memory(lazy, source, index):
 
 
 # (source shape, chunks, layout, upsampled size or None for the backward): the
-# issue's chunking (D slabs), channels-last, every axis split, the forward.
+# reported chunking (D slabs), channels-last, every axis split, the forward.
 LARGE_BLOCKS = [
     ((1, 4, 144, 128, 128), (1, 4, 48, 128, 128), "NCDHW", None),
     ((1, 4, 144, 128, 128), (1, 4, 48, 128, 128), "NDHWC", None),

@@ -1,6 +1,7 @@
-"""Hardening II (issue 12): the edges users touch, one test class per numbered item.
+"""The edges users touch: one section per guarantee, each test named for the behaviour it holds.
 
-Each test failed on the code before the fix; each names the item it holds.
+Each test failed on the code before the fix (docs/reliability.md lists the
+guarantees and the tests that hold each).
 The long stress runs (60 s of enable/disable toggling under load, 2,000
 stream batches) are marked ``slow``; ``.ci/run`` runs them.
 """
@@ -39,7 +40,7 @@ def _phase_one(shape_in=(1, 2, 3, 4, 5), shape_out=(6, 7, 8), dtype=np.float32, 
     return g, gi, size, ex
 
 
-# -- 1. enable()/disable() toggled under load ---------------------------------
+# -- enable()/disable() toggled under load ---------------------------------
 
 def _toggle_under_load(torch, seconds, min_passes=20):
     """Toggle from one thread while two run F.interpolate(...).backward(); return counts.
@@ -113,7 +114,7 @@ def _toggle_in_subprocess(seconds):
                           timeout=10 * seconds + 120)
 
 
-def test_1_toggling_is_a_switch_not_a_registration(torch):
+def test_toggling_is_a_switch_not_a_registration(torch):
     """enable/disable never touch the dispatcher after import: the registration is one object."""
     import trilinear_bwd.torch as tbt
 
@@ -130,18 +131,18 @@ def test_1_toggling_is_a_switch_not_a_registration(torch):
 
 
 @pytest.mark.slow
-def test_1_toggling_under_load_short(torch):
+def test_toggling_under_load_short(torch):
     result = _toggle_in_subprocess(5)
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr[-2000:])
 
 
 @pytest.mark.slow
-def test_1_toggling_under_load_60s(torch):
+def test_toggling_under_load_60s(torch):
     result = _toggle_in_subprocess(STRESS_SECONDS)
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr[-2000:])
 
 
-# -- 2. writes into torch tensors bump their version --------------------------
+# -- writes into torch tensors bump their version --------------------------
 
 def _backward_refuses(loss):
     """PyTorch's own check: backward() through an overwritten saved tensor raises."""
@@ -155,7 +156,7 @@ def _saved_tensor_case(torch):
     return t, loss
 
 
-def test_2_one_call_out_marks_the_tensor_written(torch):
+def test_one_call_out_bumps_the_tensors_version(torch):
     t, loss = _saved_tensor_case(torch)
     v = t._version
     tb.upsample_trilinear3d_backward(torch.ones(1, 1, 4, 4, 4), (2, 2, 2), out=t)
@@ -164,7 +165,7 @@ def test_2_one_call_out_marks_the_tensor_written(torch):
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_2_execute_marks_grad_input_written_every_run(torch, stream):
+def test_execute_bumps_grad_inputs_version_every_run(torch, stream):
     t, loss = _saved_tensor_case(torch)
     size, ex = tb.get_workspace_size(torch.ones(1, 1, 4, 4, 4), (4, 4, 4), (1, 1, 2, 2, 2),
                                      False, 0.0, 0.0, 0.0, t)
@@ -181,7 +182,7 @@ def test_2_execute_marks_grad_input_written_every_run(torch, stream):
     _backward_refuses(loss)
 
 
-def test_2_a_detached_view_shares_the_counter(torch):
+def test_a_detached_view_out_bumps_its_bases_version(torch):
     t, loss = _saved_tensor_case(torch)
     v = t._version
     tb.upsample_trilinear3d_backward(torch.ones(1, 1, 4, 4, 4), (2, 2, 2), out=t.detach())
@@ -189,9 +190,9 @@ def test_2_a_detached_view_shares_the_counter(torch):
     _backward_refuses(loss)
 
 
-# -- 3. the one call checks overlap on the caller's own (misaligned) array ------
+# -- the one call checks overlap on the caller's own (misaligned) array ------
 
-def test_3_misaligned_grad_out_overlapping_out_is_refused():
+def test_misaligned_grad_out_overlapping_out_is_refused():
     buf = np.zeros(4 * 4 * 4 * 4 * 2 + 8, np.uint8)
     g = np.frombuffer(buf.data, np.float32, count=64, offset=1).reshape(1, 1, 4, 4, 4)
     g_before = g.copy()
@@ -204,7 +205,7 @@ def test_3_misaligned_grad_out_overlapping_out_is_refused():
     assert np.array_equal(g, g_before)
 
 
-def test_3_misaligned_grad_out_elsewhere_still_works():
+def test_misaligned_grad_out_elsewhere_still_works():
     buf = np.zeros(64 * 4 + 1, np.uint8)
     g = np.frombuffer(buf.data, np.float32, count=64, offset=1).reshape(1, 1, 4, 4, 4)
     out = np.empty((1, 1, 2, 2, 2), np.float32)
@@ -212,7 +213,7 @@ def test_3_misaligned_grad_out_elsewhere_still_works():
     assert_matches_reference(out, g.copy(), (1, 1, 2, 2, 2))
 
 
-# -- 4 / 5 and the rest of the class: tensor states DLPack does not carry -------
+# -- tensor states DLPack does not carry -------
 
 def _neg(torch, shape):
     return torch._neg_view(torch.rand(shape))
@@ -224,7 +225,7 @@ def _conj_imag(torch, shape):
 
 @pytest.mark.parametrize("make", [_neg, _conj_imag], ids=["neg_view", "conj_imag"])
 @pytest.mark.parametrize("role", ["gradOut", "gradInput"])
-def test_4_negative_and_conjugate_bits_are_refused(torch, make, role):
+def test_negative_and_conjugate_bits_are_refused(torch, make, role):
     assert make(torch, (2,)).is_neg()
     g = torch.rand(1, 1, 4, 4, 4)
     out = torch.zeros(1, 1, 2, 2, 2)
@@ -242,7 +243,7 @@ def test_4_negative_and_conjugate_bits_are_refused(torch, make, role):
     assert status == INVALID
 
 
-def test_4_enable_falls_back_for_a_negative_view(torch):
+def test_enable_falls_back_to_torch_for_a_negative_view(torch):
     """Through enable(), a refused tensor state goes to PyTorch's kernel: the right sign."""
     import trilinear_bwd.torch as tbt
 
@@ -256,7 +257,7 @@ def test_4_enable_falls_back_for_a_negative_view(torch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-def test_5_zero_tensor_reads_as_zeros(torch, dtype):
+def test_a_zero_tensor_reads_as_zeros(torch, dtype):
     z = torch._efficientzerotensor((1, 2, 4, 4, 4), dtype=getattr(torch, dtype))
     assert z.data_ptr() == 0
     out = torch.full((1, 2, 2, 2, 2), float("nan"), dtype=getattr(torch, dtype))
@@ -264,13 +265,13 @@ def test_5_zero_tensor_reads_as_zeros(torch, dtype):
     assert (out == 0).all()
 
 
-def test_5_zero_tensor_as_output_is_refused(torch):
+def test_a_zero_tensor_as_output_is_refused(torch):
     z = torch._efficientzerotensor((1, 1, 2, 2, 2))
     with pytest.raises(tb.InvalidArgumentError, match="zero tensor"):
         tb.upsample_trilinear3d_backward(torch.ones(1, 1, 4, 4, 4), (2, 2, 2), out=z)
 
 
-def test_5_fake_tensor_is_refused(torch):
+def test_a_fake_tensor_is_refused(torch):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
@@ -282,7 +283,7 @@ def test_5_fake_tensor_is_refused(torch):
         tb.get_workspace_size(fake, (4, 4, 4), (1, 1, 2, 2, 2), False, 0.0, 0.0, 0.0, out)
 
 
-def test_5_inference_tensor_is_written_only_in_inference_mode(torch):
+def test_an_inference_tensor_is_written_only_in_inference_mode(torch):
     with torch.inference_mode():
         out = torch.zeros(1, 1, 2, 2, 2)
     g = torch.ones(1, 1, 4, 4, 4)
@@ -293,7 +294,7 @@ def test_5_inference_tensor_is_written_only_in_inference_mode(torch):
     assert (out == 8).all()
 
 
-def test_5_storage_resized_after_phase_one_is_refused_at_run(torch):
+def test_storage_resized_after_phase_one_is_refused_at_run(torch):
     out = torch.zeros(1, 1, 2, 2, 2)
     g = torch.ones(1, 1, 4, 4, 4)
     size, ex = tb.get_workspace_size(g, (4, 4, 4), (1, 1, 2, 2, 2), False, 0.0, 0.0, 0.0, out)
@@ -390,9 +391,9 @@ def test_fuzz_torch_tensors(torch, case, seed):
                                rtol=tol, atol=tol * (1 + np.abs(expected).max()))
 
 
-# -- 6. runs queued on one stream all run, in order, with their own arrays -------
+# -- runs queued on one stream all run, in order, with their own arrays -------
 
-def test_6_repeatable_executor_launched_many_times_on_one_stream():
+def test_stream_runs_a_repeatable_executor_launched_many_times():
     """The docs' pattern: launch; update_arrays; launch ... then synchronize. Nothing dropped."""
     g = random_grad((1, 2, 6, 6, 6), "float32", seed=3)
     batches = 200
@@ -450,16 +451,16 @@ def _stream_batches(batches, seed=0):
     return failures
 
 
-def test_6_stream_batches_short():
+def test_stream_runs_batches_from_threads_in_order_short():
     assert _stream_batches(100) == []
 
 
 @pytest.mark.slow
-def test_6_stream_batches_2000():
+def test_stream_runs_batches_from_threads_in_order_2000():
     assert _stream_batches(STREAM_BATCHES, seed=1) == []
 
 
-def test_6_update_arrays_and_destroy_never_wait_for_a_queued_run():
+def test_stream_update_arrays_and_destroy_never_wait_for_a_queued_run():
     g, gi, size, ex = _phase_one()
     ex.set_repeatable()
     stream = tb.Stream()
@@ -534,7 +535,7 @@ def test_fuzz_stream_lifecycle(ops, threads):
             assert np.isnan(t).all(), f"target {k} was written but never launched"
 
 
-# -- 7. streams after fork --------------------------------------------------------
+# -- streams after fork --------------------------------------------------------
 
 def _child_uses_stream(conn, stream, size, ex_args):
     try:
@@ -555,7 +556,7 @@ def _child_uses_stream(conn, stream, size, ex_args):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 @pytest.mark.parametrize("pending", [False, True])
-def test_7_stream_works_in_a_forked_child(pending):
+def test_a_stream_works_in_a_forked_child(pending):
     g, gi, size, ex = _phase_one()
     ex.set_repeatable()
     stream = tb.Stream()
@@ -589,11 +590,11 @@ class _nothing:
         return False
 
 
-# -- 8. NaN and Inf exactly where PyTorch makes them --------------------------------
+# -- NaN and Inf exactly where PyTorch makes them --------------------------------
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("layout", ["ncdhw", "ndhwc"])
-def test_8_nan_inf_pattern_matches_torch_on_random_cases(torch, dtype, layout):
+def test_nan_inf_pattern_matches_torch_on_random_cases(torch, dtype, layout):
     rng = np.random.default_rng({"float64": 1, "float32": 2}[dtype] + (layout == "ndhwc"))
     for _ in range(400):
         ins = tuple(int(v) for v in rng.integers(1, 9, 3))
@@ -621,7 +622,7 @@ def test_8_nan_inf_pattern_matches_torch_on_random_cases(torch, dtype, layout):
         assert np.array_equal(np.isneginf(got), np.isneginf(ref)), where
 
 
-def test_8_the_reported_case(torch):
+def test_nan_inf_pattern_of_a_single_inf_matches_torch(torch):
     g = np.zeros((1, 1, 5, 2, 2))
     g[0, 0, 2, 0, 0] = np.inf
     ref = torch.ops.aten.upsample_trilinear3d_backward(
@@ -631,10 +632,10 @@ def test_8_the_reported_case(torch):
     np.testing.assert_array_equal(got, ref)
 
 
-# -- 9. destroy() releases what the executor holds -----------------------------------
+# -- destroy() releases what the executor holds -----------------------------------
 
 @pytest.mark.parametrize("api", ["method", "aclnn"])
-def test_9_destroy_releases_the_arrays(api):
+def test_destroy_releases_the_arrays(api):
     g, gi, size, ex = _phase_one()
     refs = [weakref.ref(g), weakref.ref(gi)]
     if api == "method":
@@ -649,7 +650,7 @@ def test_9_destroy_releases_the_arrays(api):
         tb.execute(None, size, ex)
 
 
-# -- 10. conversions that raise, and unordered containers ----------------------------
+# -- conversions that raise, and unordered containers ----------------------------
 
 class _BadIntegral(numbers.Integral):
     """An Integral whose conversions all raise (registered through the ABC)."""
@@ -707,7 +708,7 @@ def _two_phase(**kw):
     dict(inputSize=(n for n in [1, 1, 2, 2, 2])),
     dict(outputSize="444"),
 ])
-def test_10_unconvertible_arguments_are_161002(kw):
+def test_conversion_unconvertible_arguments_are_161002(kw):
     assert _two_phase(**kw) == INVALID
 
 
@@ -716,7 +717,7 @@ def test_10_unconvertible_arguments_are_161002(kw):
     dict(scales=[0.0, _BadReal(), 0.0]), dict(num_threads=_BadIntegral()),
     dict(scales={0.0, 1.0, 2.0}),
 ])
-def test_10_one_call_conversions_are_161002(kw):
+def test_conversion_errors_in_the_one_call_are_161002(kw):
     args = dict(input_size=(2, 2, 2))
     args.update(kw)
     with pytest.raises(tb.InvalidArgumentError) as info:
@@ -724,7 +725,7 @@ def test_10_one_call_conversions_are_161002(kw):
     assert info.value.status == INVALID
 
 
-def test_10_phase_two_conversions_are_161002():
+def test_conversion_errors_in_phase_two_are_161002():
     g, gi, size, ex = _phase_one()
     with pytest.raises(tb.InvalidArgumentError):
         tb.execute(tb.alloc_workspace(size), _BadIntegral(), ex)
@@ -733,14 +734,14 @@ def test_10_phase_two_conversions_are_161002():
     assert aclnn.aclSetOutputTensorAddr(ex, _BadIntegral(), gi) == INVALID
 
 
-# -- 11. the command line --------------------------------------------------------
+# -- the command line --------------------------------------------------------
 
 @pytest.mark.parametrize("argv", [
     ["-i", "0,8,8"], ["-t", "0"], ["-n", "-1"], ["-c", "0"], ["--seed", "-1"],
     ["-n", "100000", "-c", "100000"], ["-i", "a,b,c"], ["-r", "0"], ["-i", "-4,8,8"],
     ["-o", "x"], ["--threads", "two"],
 ])
-def test_11_bad_options_are_one_line_and_status_2(argv):
+def test_cli_bad_options_are_one_line_and_status_2(argv):
     result = subprocess.run([sys.executable, "-m", "trilinear_bwd", "--no-check", *argv],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result
@@ -749,17 +750,17 @@ def test_11_bad_options_are_one_line_and_status_2(argv):
     assert "Traceback" not in result.stderr and "_triple" not in result.stderr
 
 
-def test_11_negative_looking_value_is_read_as_the_value():
+def test_cli_negative_looking_value_is_read_as_the_value():
     result = subprocess.run([sys.executable, "-m", "trilinear_bwd", "-i", "-4,8,8"],
                             capture_output=True, text=True, timeout=120)
     assert "expected one argument" not in result.stderr
     assert "-4,8,8" in result.stderr
 
 
-# -- 12. copies of executors and streams; F-contiguous workspaces -----------------
+# -- copies of executors and streams; F-contiguous workspaces -----------------
 
 @pytest.mark.parametrize("how", [copy.copy, copy.deepcopy, pickle.dumps])
-def test_12_executor_and_stream_cannot_be_copied(how):
+def test_executor_and_stream_cannot_be_copied(how):
     g, gi, size, ex = _phase_one()
     tb.execute(tb.alloc_workspace(size), size, ex)      # consumed
     with pytest.raises(tb.ExecutionError, match="cannot be copied"):
@@ -768,7 +769,7 @@ def test_12_executor_and_stream_cannot_be_copied(how):
         how(tb.Stream())
 
 
-def test_12_fortran_ordered_workspace_is_one_block():
+def test_fortran_ordered_workspace_is_one_block():
     g, gi, size, ex = _phase_one()
     ws = np.asfortranarray(np.empty((size // 8 + 8, 8), np.uint8)) if size else None
     assert ws is None or (ws.flags.f_contiguous and not ws.flags.c_contiguous)
@@ -776,7 +777,7 @@ def test_12_fortran_ordered_workspace_is_one_block():
     assert_matches_reference(gi, g, gi.shape)
 
 
-def test_10_torch_entry_conversions_are_161002(torch):
+def test_conversion_errors_in_the_torch_entry_are_161002(torch):
     import trilinear_bwd.torch as tbt
 
     g = torch.ones(1, 1, 4, 4, 4)

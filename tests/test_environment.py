@@ -1,4 +1,4 @@
-"""No environment variable can break the package (issue 20, item 9).
+"""No environment variable can break the package.
 
 The class: every environment variable the package reads.  The variables
 are found by scanning the package's source for their names, so a new one

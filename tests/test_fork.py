@@ -1,4 +1,4 @@
-"""A forked child can always run its first call (issue 20, item 2).
+"""A forked child can always run its first call.
 
 The class: every module-level lock, condition and thread-local of the
 package.  The first test finds them all by scanning the globals of every

@@ -545,7 +545,7 @@ def test_cli_exit_2_names_the_file(generated, tmp_path, capsys, problem):
     assert main(["golden", "compare", str(d), "--actual", str(a), "--no-progress"] + extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("python -m trilinear_bwd golden compare: error: ") and expect in err
-    # One error line; a missing result adds the note on --present (issue 55).
+    # One error line; a missing result adds the note on --present.
     assert len([x for x in err.strip().splitlines() if ": note: " not in x]) == 1
 
 

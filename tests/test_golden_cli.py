@@ -387,7 +387,7 @@ def test_a_case_the_third_party_refuses_is_exit_2(good, capsys, monkeypatch):
 # ------------------------------------------------------------ file content beyond Python's limits
 
 # Values a file can hold that Python's numbers, recursion or the operator's
-# sizes cannot take as they are (issue 54 item 2), and ordinary wrong ones.
+# sizes cannot take as they are, and ordinary wrong ones.
 DEEP = 100_000
 _DEEP_MARK = "@@deep@@"
 HOSTILE = [2 ** 70, -2 ** 70, 2 ** 63, 2 ** 64 + 1, 10 ** 400, -10 ** 400, 1e308, -1e308,
@@ -428,7 +428,7 @@ def _only_workbench_errors(call):
     return None
 
 
-# The default run's values: those of the issue and a container where a
+# The default run's values: those first reported and a container where a
 # value is wanted (every hostile value in the full run).
 HOSTILE_DEFAULT = [2 ** 70, 10 ** 400, -10 ** 400, None, "x" * 5000, [], {}, _DEEP_MARK]
 
@@ -439,7 +439,7 @@ def _mutations(document, every):
 
 
 def test_no_manifest_content_reaches_a_python_exception(good, tmp_path, capsys):
-    """The class (issue 54 item 2): whatever a manifest holds, read_manifest and read_case
+    """The class: whatever a manifest holds, read_manifest and read_case
     raise the workbench's own error, and compare ends in 0, 1 or 2, never 3."""
     d, a, manifest = good
     folder = tmp_path / "hostile"

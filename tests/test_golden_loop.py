@@ -1,4 +1,4 @@
-"""The NPU developer's daily loop (issue 49): one case from the command line, goldens in the
+"""The NPU developer's daily loop: one case from the command line, goldens in the
 case's dtype, failures shown element by element, every bad file reported, options that do
 nothing saying so, regeneration without stale files, the NPU side's reader and writer; and
 the workbench's modules importing each other in one direction only."""
@@ -337,7 +337,7 @@ def test_every_bad_file_is_reported_then_nothing_judged(generated, tmp_path, cap
                              "--no-progress"], capsys)
     lines = err.strip().splitlines()
     assert status == 2 and out == "" and len(lines) == 5
-    # After the problems, a note on the way out for missing results (issue 55).
+    # After the problems, a note on the way out for missing results.
     assert lines[4] == (f"{PROG} compare: note: 2 results missing from {copy}: --present "
                         f"judges the {len(manifest['cases']) - 2} cases whose result is there "
                         f"(in Python: present=True)")
@@ -458,7 +458,7 @@ def test_replace_needs_a_readable_old_manifest_and_keeps_unlisted_files(tmp_path
     assert status == 2 and "the earlier set's manifest cannot be read" in err
     assert os.listdir(d) == ["manifest.json"]
     # A killed generation's files, no manifest: nothing lists them, so none is
-    # overwritten (issue 54): refused, naming the one in the way, nothing removed.
+    # overwritten: refused, naming the one in the way, nothing removed.
     os.remove(d / "manifest.json")
     (d / "c00000.input.bin").write_bytes(b"\0" * 4)
     (d / "c00007.input.bin").write_bytes(b"\0" * 4)
@@ -741,7 +741,7 @@ UNLISTED_KINDS = ["link outside", "dangling link", "file", "folder"]
     if (n, k) != ("c00000.golden.bin", "file")])
 def test_replace_never_writes_through_a_link_nor_over_a_file_it_did_not_write(
         tmp_path, capsys, where, name, kind):
-    """The class (issue 54 item 3): generate writes and removes only inside its folders,
+    """The class: generate writes and removes only inside its folders,
     never through a link, never a file it did not write, and says what it did."""
     d, a, outside = tmp_path / "set", tmp_path / "results", tmp_path / "outside"
     outside.mkdir()
@@ -820,7 +820,7 @@ BAD_IDS = ["../escape", "/tmp/abs", "a/b", "..", ".hidden", "", "x\0y", "a\\b", 
 @pytest.mark.parametrize("ident", BAD_IDS, ids=[repr(i) for i in BAD_IDS])
 def test_every_entry_point_turning_an_id_into_a_path_checks_it_as_read_case_does(
         generated, tmp_path, ident):
-    """The class (issue 54 item 4): read_case, write_result and read_result, given a case
+    """The class: read_case, write_result and read_result, given a case
     dict or an NpuCase, refuse an id that is not a plain name, with the same words."""
     import dataclasses
 
@@ -845,7 +845,7 @@ def test_every_entry_point_turning_an_id_into_a_path_checks_it_as_read_case_does
     assert _tree(tmp_path) == before               # nothing made, nothing written
 
 
-# ------------------------------------------------------------ an interrupted NPU run (issue 55)
+# ------------------------------------------------------------ an interrupted NPU run
 
 
 @pytest.fixture

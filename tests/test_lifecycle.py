@@ -182,7 +182,7 @@ def test_stream_reports_errors_at_synchronize():
 
 
 def test_queued_run_waits_for_a_run_in_another_thread():
-    """A run queued on a stream while the executor runs elsewhere waits, then runs (issue 12.6)."""
+    """A run queued on a stream while the executor runs elsewhere waits, then runs."""
     g, gi, size, ex = phase_one()
     ex.set_repeatable()
     stream = tb.Stream()

@@ -1,4 +1,4 @@
-"""Remembered addresses stay true (issue 20, item 1).
+"""Remembered addresses stay true.
 
 The class: every address the library remembers between calls (a repeatable
 executor's workspace and bound arrays, a launched run's) whose owner can

@@ -101,7 +101,7 @@ def test_small_results_are_not_pooled():
     assert out.flags.owndata
 
 
-# -- a bounded LRU pool (issue 20, item 6) --------------------------------------
+# -- a bounded LRU pool ----------------------------------------------------
 
 MIB = 2**20
 

@@ -1,6 +1,6 @@
 """The memory of fresh results: never handed out while anything can still reach it.
 
-The class (issue 46, items 1-4): a block of memory is handed out again while
+The class: a block of memory is handed out again while
 something can still reach it, or kept after its owner changed it.  Torch
 results are ``torch.empty``'s own (the library keeps nothing of them);
 NumPy results come from the pool (``_pool``), which gets a block back only

@@ -394,7 +394,7 @@ def test_a_child_forked_while_a_geometry_runs_gets_its_bits(op):
     assert statuses == [0] * len(children)
 
 
-# -- item 4: autograd through enable(), on the fast path -----------------------------
+# -- autograd through enable(), on the fast path -----------------------------
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(size=(3, 4, 2), align_corners=True),

@@ -53,7 +53,7 @@ def no_allocation(monkeypatch):
         monkeypatch.setattr(owner, name, refuse)
 
 
-# -- item 4: every rule checked before anything is allocated, planned or copied ---------
+# -- every rule checked before anything is allocated, planned or copied ---------
 #
 # Each case breaks one limit of the contract (a dimension above 2**20, the
 # 60 GiB working set, a 2**31 product), in the read array or the written one.
@@ -94,7 +94,7 @@ def _forward_front_ends():
         "tb.upsample_trilinear3d(tensor)": lambda x, size: tb.upsample_trilinear3d(x, size),
         "tb.upsample_trilinear3d(ndarray)": lambda x, size:
             tb.upsample_trilinear3d(x.numpy(), size),
-        # The drop-in and its operator follow the contract too (issue 46, item 7).
+        # The drop-in and its operator follow the contract too.
         "tbt.upsample_trilinear3d": lambda x, size: tbt.upsample_trilinear3d(x, size=size),
         "torch.ops.trilinear_bwd.upsample_trilinear3d": lambda x, size:
             torch.ops.trilinear_bwd.upsample_trilinear3d(x, size, False, None, None, None),
@@ -214,7 +214,7 @@ def test_forward_past_the_limits_gets_pytorchs_result(front, size):
     assert torch.equal(y, F.interpolate(x, size=size, mode="trilinear"))
 
 
-# -- item 7: results behave like tensors PyTorch allocated ----------------------------
+# -- results behave like tensors PyTorch allocated ----------------------------
 
 def _results(dtype, fmt, shape):
     """Every tensor the torch front ends hand out, by name."""
@@ -271,7 +271,7 @@ def test_enabled_results_come_from_the_library(restore_pytorch_kernel):
     assert after["forward"] - before["forward"] >= 3
 
 
-# -- item 10: every call F.interpolate refuses, refused with its exception type -------
+# -- every call F.interpolate refuses, refused with its exception type -------
 
 BAD_ARGUMENTS = [
     dict(size=(5.0, 6, 7)),
@@ -371,7 +371,7 @@ def test_the_drop_in_passes_the_scales_interpolate_passes():
         torch.testing.assert_close(g, g_ref, rtol=1e-12, atol=1e-12)
 
 
-# -- item 8: torch.func and forward-mode AD ---------------------------------------------
+# -- torch.func and forward-mode AD ---------------------------------------------
 
 def _fwd_ad(fn, x, t):
     import torch.autograd.forward_ad as fwAD
@@ -435,7 +435,7 @@ def test_drop_in_backward_under_grad_runs_the_librarys_kernel():
     assert tbt.call_counts()["kernel"] == before + 1
 
 
-# -- item 11: which torch.compile backends each front end is served under -----------
+# -- which torch.compile backends each front end is served under -----------
 #
 # (front end, backend) -> (this library's backward calls, forward calls) for
 # one forward and backward.  docs/torch.md's table and enable()'s docstring
@@ -506,7 +506,7 @@ def test_enable_docstring_states_what_is_served():
     assert named == {b for b in BACKENDS if SERVED["F.interpolate + enable()", b] != (0, 0)}
 
 
-# -- item 12: the result's layout follows the caller's array, whatever is copied ------
+# -- the result's layout follows the caller's array, whatever is copied ------
 
 def _misaligned(arr):
     """A copy of ``arr`` with the same strides at an address off by one byte."""
@@ -605,7 +605,7 @@ def test_scale_floor_rule_matches_pytorch_for_plain_factors():
         assert expected[2] == math.floor(n * f)
 
 
-# -- issue 46, item 7: no argument silently ignored or mis-reported --------------------
+# -- no argument silently ignored or mis-reported --------------------
 
 @pytest.mark.parametrize("memory_format", ["banana", 5, torch.channels_last, torch.strided,
                                            "channels_last_3d"], ids=repr)

@@ -1,6 +1,6 @@
 """Every mode a call can run under: the drop-in does what ``F.interpolate`` does there.
 
-The class (issue 46, item 6): a mode that records, transforms or redirects
+The class: a mode that records, transforms or redirects
 the call -- ``torch.jit.trace``, ``torch.jit.script``, ``torch.fx``,
 ``torch.compile`` (``fullgraph=True``, static and dynamic shapes),
 ``torch.export``, ``torch.func`` (``vmap``, ``grad``), forward AD, autocast,

@@ -1,6 +1,6 @@
 """Where NaN and Inf appear, against PyTorch: every dtype, both directions, Inf at single positions.
 
-The class behind issue 20's item 3: which weights are *exactly* zero decides
+The class behind the float16 case below: which weights are *exactly* zero decides
 whether an Inf becomes NaN (``0 * Inf``) or stays Inf, and PyTorch's zeros
 come from its own rounding (float32 coordinates for float32 and half data,
 a fused multiply-add, ``floorf``, and float16/bfloat16 forward weights stored
@@ -121,7 +121,7 @@ def test_forward_long_axis_zero_pattern_matches_torch(dtype, n_in, n_out):
 
 
 def test_the_reported_float16_case():
-    # Issue 20, item 3: a 1**3 float16 inf to (2, 2, 3).
+    # A 1**3 float16 inf to (2, 2, 3): a weight zero in float32 but not in float64.
     x = torch.full((1, 1, 1, 1, 1), float("inf"), dtype=torch.float16)
     ref = torch.nn.functional.interpolate(x, size=(2, 2, 3), mode="trilinear")
     got = tb.upsample_trilinear3d(x.numpy(), (2, 2, 3))
