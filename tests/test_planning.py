@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from trilinear_bwd._core import _tables
+from trilinear_bwd._core import _axis_terms
 
 pytest.importorskip("dask")
 
@@ -39,7 +39,7 @@ def test_window_parts_are_the_overlapping_source_chunks(seed, forward):
     for _ in range(12):
         n_in, n_out = (int(v) for v in rng.integers(1, 90, 2))
         align = bool(rng.integers(2))
-        terms = _tables.axis_terms(n_in, n_out, align, 0.0, np.float32, forward)
+        terms = _axis_terms.axis_terms(n_in, n_out, align, 0.0, np.float32, forward)
         n_source = n_in if forward else n_out
         for chunks in chunkings(n_source, rng):
             axis = tbd._WindowAxis(terms, chunks)

@@ -10,7 +10,7 @@ trilinear_bwd[dask]``) that only this module imports.
 Every block of the result is one call of the compiled kernel, whatever the
 chunking: a task computes result block ``r`` -- a range of target points on
 each axis -- from the *window* of the source array that those points read
-(per axis, the source points of their terms: ``_tables.source_range``),
+(per axis, the source points of their terms: ``_axis_terms.source_range``),
 assembled from the source chunks that overlap it.  The kernel's windowed
 entry (``_operator.check_window``) runs the whole call's per-axis tables
 restricted to the block, with the whole axis's weights, so each result
@@ -41,7 +41,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from ._core import _pool, _tables, _threads
+from ._core import _axis_terms, _pool, _threads
 from ._core._arguments import forward_sizes, one_call_sizes
 from ._core._arrays import dtype_info, is_channels_last, is_misaligned
 from ._core._coerce import invalid
@@ -394,7 +394,7 @@ def _window_block(pieces, spans, runs, nc, whole, num_threads, terms, chunk_keys
     window is under ``SPLIT_BYTES``, of its window (``docs/dask.md``,
     "Memory").
 
-    ``terms`` are the three axes' :class:`trilinear_bwd._core._tables.AxisTerms`
+    ``terms`` are the three axes' :class:`trilinear_bwd._core._axis_terms.AxisTerms`
     (graph nodes, built once at graph construction): handed to the table
     cache, so that planning cuts the tables from them instead of
     rebuilding the axes.  ``chunk_keys`` name each piece's chunk, for errors.
@@ -412,11 +412,11 @@ def _window_block(pieces, spans, runs, nc, whole, num_threads, terms, chunk_keys
                           "array whose chunks do not match its declared dtype; cast it with "
                           ".astype first)")
     for axis_terms in terms:
-        _tables.remember(axis_terms)
+        _axis_terms.remember(axis_terms)
     first = tuple(r[0][0] for r in runs)
     out = _empty(nc + tuple(r[-1][1] - t0 for r, t0 in zip(runs, first)), expected)
     channels_last = is_channels_last(pieces[0])
-    with _tables.window_scope():
+    with _axis_terms.window_scope():
         for call in _calls(runs):
             source = _source(pieces, spans, tuple((s0, s1) for _, _, s0, s1 in call), nc,
                              channels_last)
@@ -545,7 +545,7 @@ def _windowed(source, whole, num_threads, name):
     # Each axis's terms, built once here (O(n) NumPy): every chunk's source
     # window comes from them, and they go into the graph as one node per
     # axis, which every task of the graph reads its tables from.
-    terms = [_tables.axis_terms(whole.input_size[2 + k], whole.output_size[k],
+    terms = [_axis_terms.axis_terms(whole.input_size[2 + k], whole.output_size[k],
                                 whole.align_corners, whole.scales[k], acc, forward,
                                 source.dtype)
              for k in range(3)]

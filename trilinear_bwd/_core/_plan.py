@@ -66,7 +66,7 @@ from ._constants import (
     W_SPARE,
 )
 from .._kernels._kernel_plan import KernelPlan
-from ._tables import axis_table
+from ._axis_table import axis_table
 
 # A target of this many bytes or more is written with streaming stores
 # (see _store.h and docs/design.md for the measurement behind the number).
@@ -147,7 +147,7 @@ def ring_rows(ptr, src):
     Parameters
     ----------
     ptr, src : ndarray of int64
-        The H axis table (see :func:`trilinear_bwd._core._tables.axis_table`).
+        The H axis table (see :func:`trilinear_bwd._core._axis_table.axis_table`).
 
     Returns
     -------
