@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from ._core._arrays import numpy_dtype
-from ._pipes import quiet_on_broken_pipe
+from .._core._arrays import numpy_dtype
+from .._pipes import quiet_on_broken_pipe
 
 # name, (N, C), input DHW, output DHW, layout, dtype, align_corners
 CASES = [
