@@ -1,8 +1,8 @@
 """Benchmark of trilinear_bwd against PyTorch and the memory-bandwidth limit.
 
-The implementation ships with the package as ``trilinear_bwd.bench`` so that it
-runs from a fresh install (``python -m trilinear_bwd.bench``); this script is
-the same entry point for people working in the repository.
+The harness ships with the package (``trilinear_bwd/_bench/``, entered as
+``python -m trilinear_bwd.bench``) so that it runs from a fresh install; this
+script only calls the same entry point, for people working in the repository.
 
     python benchmarks/bench.py --json bench.json --plot bench.png
 """

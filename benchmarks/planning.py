@@ -1,11 +1,12 @@
 """Cold planning of long axes: this tree, an earlier revision and PyTorch, side by side in one run.
 
 Issue 46, item 9 (issue 20, item 5 before it): the first call of a geometry
-builds its axis tables (``trilinear_bwd._core._tables``) before the kernel runs.
+builds its axis tables (``trilinear_bwd._core._axis_table`` and the modules
+beside it) before the kernel runs.
 This times that first call, for both operators, at axis lengths up to the
 per-dimension limit (2**20), against PyTorch's first ``F.interpolate`` (and
 its backward, ``aten.upsample_trilinear3d_backward``) of the same shapes,
-and the same calls with the ``_tables`` of an earlier revision (``--old``,
+and the same calls with the ``_tables`` module of an earlier revision (``--old``,
 loaded beside this tree's from git), plus the Dask per-block task of the
 issue's case (8 blocks of one axis).
 
@@ -13,7 +14,9 @@ issue's case (8 blocks of one axis).
     python benchmarks/planning.py --old HEAD   # this tree against its own commit
 
 (``--old`` takes any revision from 44f6088 on, whose tables are the
-``AxisTable`` records the plan reads.)
+``AxisTable`` records the plan reads, up to issue 56, which split
+``_tables.py`` into ``_coefficients``, ``_pytorch_rounding``, ``_axis_terms``,
+``_axis_table`` and ``_table_cache``.)
 
 Every figure of this library is a cold one: the plan and table caches are
 cleared before each run.  PyTorch keeps no per-geometry state on CPU, so its
@@ -41,7 +44,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd._core import _operator, _plan, _tables  # noqa: E402
+from trilinear_bwd._core import _operator, _plan, _table_cache  # noqa: E402
 
 # main when issue 46 was filed: the tables of issue 20 (vectorised, unchunked).
 DEFAULT_OLD = "de8aa2c"
@@ -50,12 +53,19 @@ LIMIT = _operator.MAX_DIM
 
 def load_old_tables(rev):
     """The revision's ``_tables`` module, as a sibling of this tree's package."""
-    text = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:trilinear_bwd/_core/_tables.py"],
-                          check=True, capture_output=True, text=True).stdout
+    # (trilinear_bwd/_tables.py until the core moved to _core/, in issue 56.)
+    for where in ("trilinear_bwd/_core/_tables.py", "trilinear_bwd/_tables.py"):
+        shown = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{where}"],
+                               capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    text = shown.stdout
     path = os.path.join(tempfile.mkdtemp(), "_old_tables.py")
     with open(path, "w") as f:
         f.write(text)
-    name = "trilinear_bwd._old_tables"
+    # In the core, so that its relative imports (_fork, _table_loops) are this tree's.
+    name = "trilinear_bwd._core._old_tables"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -69,21 +79,21 @@ def load_old_tables(rev):
 
 @contextlib.contextmanager
 def tables(module):
-    """Plan (and build Dask graphs) with ``module`` as ``_tables``."""
+    """Plan (and build Dask graphs) with ``module``'s tables and terms."""
     import trilinear_bwd.dask as tbd
 
-    saved = _plan.axis_table, tbd._tables
-    _plan.axis_table, tbd._tables = module.axis_table, module
+    saved = _plan.axis_table, tbd._axis_terms
+    _plan.axis_table, tbd._axis_terms = module.axis_table, module
     try:
         yield
     finally:
-        _plan.axis_table, tbd._tables = saved
+        _plan.axis_table, tbd._axis_terms = saved
         clear(module)
 
 
 def clear(module):
     _plan.clear_plans()
-    _tables.clear_cache()
+    _table_cache.clear_cache()
     module.clear_cache()
 
 

@@ -3,15 +3,16 @@
 import pytest
 
 from trilinear_bwd import bench
+from trilinear_bwd._bench import _kernel
 
 TINY = ("tiny", (1, 2), (3, 4, 5), (6, 8, 10), "ndhwc", "float32", False)
 
 
 @pytest.mark.parametrize("cache", ["cold", "warm"])
 def test_measure_reports_every_contender(cache, monkeypatch):
-    monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
+    monkeypatch.setattr(_kernel, "EVICT_BYTES", 2**20)
     calls = []
-    real = bench._evicter
+    real = _kernel._evicter
 
     def counting(mode):
         prepare = real(mode)
@@ -22,7 +23,7 @@ def test_measure_reports_every_contender(cache, monkeypatch):
 
         return wrapped
 
-    monkeypatch.setattr(bench, "_evicter", counting)
+    monkeypatch.setattr(_kernel, "_evicter", counting)
     r = bench.measure(TINY, repeat=3, num_threads=2, with_torch=False, cache=cache)
     assert r["ours_s"] > 0 and r["ours_1t_s"] > 0 and "torch_s" not in r
     assert r["bytes"] == 4 * 2 * (6 * 8 * 10 + 3 * 4 * 5)
@@ -31,11 +32,11 @@ def test_measure_reports_every_contender(cache, monkeypatch):
 
 def test_unknown_cache_mode_is_refused():
     with pytest.raises(ValueError, match="cache must be"):
-        bench._evicter("lukewarm")
+        _kernel._evicter("lukewarm")
 
 
 def test_report_renders_as_a_table(monkeypatch):
-    monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
+    monkeypatch.setattr(_kernel, "EVICT_BYTES", 2**20)
     report = bench.run_benchmark([TINY], repeat=1, with_torch=False, bandwidth=1e10)
     table = bench.format_table(report)
     assert table.splitlines()[2].startswith("| tiny | NDHWC | float32 |")
@@ -47,16 +48,16 @@ def test_variants_are_timed_side_by_side(monkeypatch):
     from trilinear_bwd._core import _dispatch
 
     variants = _dispatch.available_variants()
-    monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
+    monkeypatch.setattr(_kernel, "EVICT_BYTES", 2**20)
     made = []
-    real = bench._ours_call
+    real = _kernel._ours_call
 
     def recording(*args):
         run = real(*args)
         made.append((args[-1], run))
         return run
 
-    monkeypatch.setattr(bench, "_ours_call", recording)
+    monkeypatch.setattr(_kernel, "_ours_call", recording)
     report = bench.run_benchmark([TINY], repeat=2, with_torch=False, bandwidth=1e10,
                                  variants=variants)
     r = report["results"][0]
@@ -87,9 +88,9 @@ def test_forced_variant_is_used_by_executors_made_inside():
 
 
 def test_stat_min_reports_the_fastest_round(monkeypatch):
-    monkeypatch.setattr(bench, "EVICT_BYTES", 2**20)
+    monkeypatch.setattr(_kernel, "EVICT_BYTES", 2**20)
     times = iter(range(100))
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(times)) ** 2)
+    monkeypatch.setattr(_kernel.time, "perf_counter", lambda: float(next(times)) ** 2)
     r = bench.measure(TINY, repeat=3, num_threads=2, with_torch=False, cache="warm", stat="min")
     # Calls are timed in turn; with a clock at t**2 each later call looks slower,
     # so the minimum is the first round's and the median the second's.
@@ -102,18 +103,18 @@ def test_stat_min_reports_the_fastest_round(monkeypatch):
 
 def test_calls_table_plumbing(monkeypatch):
     """The headline table's timing loop runs every contender every round; rows render."""
-    from trilinear_bwd import _bench_calls
+    from trilinear_bwd._bench import _calls, _timing
 
-    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
+    monkeypatch.setattr(_timing, "ROUND_SECONDS", 1e-4)
     counts = {"a": 0, "b": 0}
 
     def bump(name):
         counts[name] += 1
 
-    t = _bench_calls._interleaved({"a": lambda: bump("a"), "b": lambda: bump("b")}, rounds=4)
+    t = _timing._interleaved({"a": lambda: bump("a"), "b": lambda: bump("b")}, rounds=4)
     assert set(t) == {"a", "b"} and all(v > 0 for v in t.values())
     assert counts["a"] >= 4 + 2 and counts["b"] >= 4 + 2   # warm-up, calibration, rounds
     row = {"call": "one call", "shape": (1, 1, 4, 4, 4), "ours_us": 10.0, "torch_us": 5.0,
            "ratio": 0.5, "target": "<= 3x PyTorch's time", "holds": True}
-    table = _bench_calls.format_calls([row, dict(row, holds=False, torch_us=None)])
+    table = _calls.format_calls([row, dict(row, holds=False, torch_us=None)])
     assert table.count("\n") == 3 and "| yes |" in table and "| NO |" in table

@@ -23,7 +23,7 @@ from conftest import DTYPES, OUT_LAYOUTS, assert_matches_reference, in_layout, n
     out_array, random_grad
 
 import trilinear_bwd as tb
-from trilinear_bwd._core import _plan, _tables
+from trilinear_bwd._core import _axis_table, _plan, _table_cache
 from trilinear_bwd import aclnn, reference
 
 OK = tb.ACLNN_SUCCESS
@@ -266,8 +266,8 @@ def test_unpadded_w_pass_gives_the_same_bits(dtype, monkeypatch):
     shape, input_size = (2, 3, 4, 5, 37), (2, 3, 3, 4, 20)
     g = random_grad(shape, dtype, seed=11)
     padded = pytorch_named(g, shape[2:], input_size, False, (0.0, 0.0, 0.0))
-    monkeypatch.setattr(_tables, "PADDED_LIMIT", -1)
-    _tables.clear_cache()
+    monkeypatch.setattr(_axis_table, "PADDED_LIMIT", -1)
+    _table_cache.clear_cache()
     _plan.clear_plans()
     try:
         size, ex = tb.get_workspace_size(g, shape[2:], input_size, False, 0.0, 0.0, 0.0,
@@ -277,7 +277,7 @@ def test_unpadded_w_pass_gives_the_same_bits(dtype, monkeypatch):
         assert ex.grad_input.tobytes() == padded.tobytes()
     finally:
         monkeypatch.undo()
-        _tables.clear_cache()
+        _table_cache.clear_cache()
         _plan.clear_plans()
 
 
@@ -291,7 +291,7 @@ def test_padded_table_kept_for_every_pytorch_geometry():
                 scales.append(s)
             for align in (False, True):
                 for s in scales:
-                    t = _tables.axis_table(n_in, n_out, align, s, "<f4", n_out)
+                    t = _axis_table.axis_table(n_in, n_out, align, s, "<f4", n_out)
                     assert t.width > 0, (n_in, n_out, align, s)
 
 

@@ -11,7 +11,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 
 import trilinear_bwd as tb  # noqa: E402
-from trilinear_bwd._core import _tables  # noqa: E402
+from trilinear_bwd._core import _axis_terms, _block_windows, _table_cache  # noqa: E402
 from trilinear_bwd import reference
 from trilinear_bwd.dask import upsample_trilinear3d as dask_forward  # noqa: E402
 from trilinear_bwd.dask import upsample_trilinear3d_backward as dask_backward  # noqa: E402
@@ -211,8 +211,6 @@ def test_chunks_of_any_layout_bitwise_equal_to_one_call(layout, forward, calls):
 def test_windows_hold_every_source_point_their_block_reads(forward, case):
     # From the reference's coefficients, independently of the module's
     # tables: each block's window covers every source point of its terms.
-    import trilinear_bwd.dask as tbd
-
     spatial, size, ac, scales = CASES[case]
     for k in range(3):
         n_in, n_out = size[k], spatial[k]
@@ -220,8 +218,8 @@ def test_windows_hold_every_source_point_their_block_reads(forward, case):
         n_src = n_in if forward else n_out
         for chunks in ((n_src,), (1,) * n_src, (n_src // 2, n_src - n_src // 2)):
             chunks = tuple(c for c in chunks if c)
-            terms = _tables.axis_terms(n_in, n_out, ac, scales[k], np.float32, forward)
-            axis = tbd._WindowAxis(terms, chunks)
+            terms = _axis_terms.axis_terms(n_in, n_out, ac, scales[k], np.float32, forward)
+            axis = _block_windows.WindowAxis(terms, chunks)
             for (t0, t1, s0), extent in zip(axis.windows, axis.extents):
                 for j, (x0, x1, _, _) in enumerate(coefficients):
                     if forward and t0 <= j < t1:
@@ -237,16 +235,14 @@ def test_runs_tile_each_block_and_say_where_they_read(seed, forward):
     # nothing), random chunks: a block's runs tile its targets in order, each
     # reads something, reads what its targets read, and is marked one_chunk
     # exactly when one source chunk holds all of it.
-    import trilinear_bwd.dask as tbd
-
     rng = np.random.default_rng(seed)
     for _ in range(10):
         n_in, n_out = (int(v) for v in rng.integers(1, 90, 2))
-        terms = _tables.axis_terms(n_in, n_out, bool(rng.integers(2)), 0.0, np.float32, forward)
+        terms = _axis_terms.axis_terms(n_in, n_out, bool(rng.integers(2)), 0.0, np.float32, forward)
         n_src = n_in if forward else n_out
         cuts = np.unique(rng.integers(1, n_src, int(rng.integers(0, 6)))) if n_src > 1 else []
         chunks = tuple(np.diff([0, *cuts, n_src]).tolist())
-        axis = tbd._WindowAxis(terms, chunks)
+        axis = _block_windows.WindowAxis(terms, chunks)
         for (t0, t1, s0), extent, runs in zip(axis.windows, axis.extents, axis.runs):
             assert [r[0] for r in runs] == [t0] + [r[1] for r in runs[:-1]]
             assert runs[-1][1] == t1
@@ -429,9 +425,9 @@ def test_example_runs_small(tmp_path):
 
 def _count_builds(monkeypatch):
     calls = []
-    build = _tables.build_terms
-    monkeypatch.setattr(_tables, "build_terms", lambda key: calls.append(key) or build(key))
-    _tables.clear_cache()
+    build = _axis_terms.build_terms
+    monkeypatch.setattr(_axis_terms, "build_terms", lambda key: calls.append(key) or build(key))
+    _table_cache.clear_cache()
     return calls
 
 
@@ -452,7 +448,7 @@ def test_each_axis_tables_are_built_once_per_graph(forward, monkeypatch):
     assert len(calls) == len(set(calls)) == 3
     # Computing: the tasks cut their tables from the graph's terms, even
     # in a process whose cache no longer holds them.
-    _tables.clear_cache()
+    _table_cache.clear_cache()
     for scheduler in ("sync", "threads"):
         got = lazy.compute(scheduler=scheduler)
         assert np.array_equal(bits(got), bits(expected))

@@ -19,7 +19,7 @@ dask = pytest.importorskip("dask")
 
 import trilinear_bwd as tb  # noqa: E402
 import trilinear_bwd.dask as tbd  # noqa: E402
-from trilinear_bwd._core import _plan, _tables  # noqa: E402
+from trilinear_bwd._core import _axis_terms, _plan, _table_cache  # noqa: E402
 
 MiB = 2**20
 
@@ -97,7 +97,7 @@ def block_memory(lazy, source, index):
     """``(inputs, allocated, result, window)`` bytes of block ``index``'s task.
 
     ``window`` is what the block reads: its source points on each axis
-    (``_tables.source_range`` of its targets) times its N and C.
+    (``_axis_terms.source_range`` of its targets) times its N and C.
     """
     key = (lazy.name,) + index
     probe = _BlockProbe(key)
@@ -184,12 +184,12 @@ def test_a_large_block_runs_few_kernel_calls(monkeypatch):
 
 
 def test_nothing_is_kept_past_the_tasks_but_the_axes_terms():
-    _tables.clear_cache()
+    _table_cache.clear_cache()
     _plan.clear_plans()
     x = seeded((2, 4, 96, 96, 96), (1, 4, 32, 48, 96))
     lazy = tbd.upsample_trilinear3d_backward(x, (48, 48, 48))
     terms = [dask.get(dict(lazy.__dask_graph__()), (lazy.name + "-terms", k)) for k in range(3)]
-    built = _tables._cache.nbytes
+    built = _table_cache._cache.nbytes
     assert built == sum({t.key: t.nbytes for t in terms}.values())
     for scheduler in ("sync", "threads"):
         lazy.compute(scheduler=scheduler)
@@ -197,8 +197,8 @@ def test_nothing_is_kept_past_the_tasks_but_the_axes_terms():
         # No block's plan, and no table of a window: each block has its own,
         # which nothing after its task uses.
         assert len(_plan._plans) == 0
-        assert _tables._cache.nbytes == built
-        assert getattr(_tables._scope, "tables", None) is None
+        assert _table_cache._cache.nbytes == built
+        assert getattr(_axis_terms._scope, "tables", None) is None
 
 
 # --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trilinear_bwd as tb
-from trilinear_bwd._core import _tables
+from trilinear_bwd._core import _axis_table, _pytorch_rounding
 from trilinear_bwd import aclnn, reference
 
 OK = tb.ACLNN_SUCCESS
@@ -85,7 +85,7 @@ def forward_bound(x, output_size, align_corners=False, scales=ZERO_SCALES):
 
     Three passes of two-term sums in the accumulation type, weights rounded to
     it: ``12 u`` of the forward of ``|x|`` (plus subnormal slack for the tiny
-    weights of ``_tables.pytorch_zero_pattern``); for half types one ulp of the
+    weights of ``_pytorch_rounding.pytorch_zero_pattern``); for half types one ulp of the
     storage type at the exact value on top (the final rounding).
     """
     acc = reference.opmath_of(x.dtype)
@@ -241,7 +241,7 @@ def test_every_dtype_is_the_float64_sum_rounded_once(dtype, shape, align_corners
     # pattern is computed in float32 for these dtypes), the shape is no test.
     n, c, ins, outs = shape
     for i, o in zip(ins, outs):
-        t = [_tables.axis_table(i, o, align_corners, 0.0, opmath, forward=True, storage=storage)
+        t = [_axis_table.axis_table(i, o, align_corners, 0.0, opmath, forward=True, storage=storage)
              for opmath, storage in ((np.float32, dtype), (np.float64, None))]
         assert np.array_equal(t[0].weight, t[1].weight), "tables differ: choose another shape"
     x = random_x((n, c) + ins, dtype, seed=5)

@@ -21,7 +21,7 @@ import trilinear_bwd as tb
 from trilinear_bwd._core import _dispatch
 from trilinear_bwd._core._arrays import data_address
 from trilinear_bwd._core._plan import make_plan, ring_rows
-from trilinear_bwd._core._tables import axis_table
+from trilinear_bwd._core._axis_table import axis_table
 from trilinear_bwd._core._operator import BACKWARD, check
 
 # (N, C, input DHW, output DHW): up, down, identity and size-1 axes, mixed,

@@ -96,3 +96,38 @@ def test_the_root_holds_no_c_header_nor_cython_include():
     """Headers and Cython includes live with the kernels (or the core's two extensions)."""
     stray = [p.name for p in PACKAGE.iterdir() if p.suffix in (".h", ".pxd", ".pxi", ".pyx")]
     assert not stray, stray
+
+
+def _harness(name):
+    return name == "trilinear_bwd._bench" or name.startswith("trilinear_bwd._bench.")
+
+
+def _harness_importers(root=PACKAGE):
+    """The modules under ``root`` that import the benchmark harness, its entry and itself aside."""
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.suffix in SOURCES):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "_bench" or rel == Path("bench.py"):
+            continue
+        if any(_harness(name) for name in _imports(path, root)):
+            found.append(rel.as_posix())
+    return found
+
+
+def test_only_the_entry_point_imports_the_benchmark_harness():
+    """``trilinear_bwd/_bench/`` is out of the library's import path: only ``bench.py`` reaches it."""
+    assert any(_harness(name) for name in _imports(PACKAGE / "bench.py"))  # the reader sees it
+    assert _harness_importers() == []
+
+
+def test_the_harness_check_sees_an_import_of_the_harness(tmp_path):
+    """The check can fail: relative and absolute imports of the harness are seen, anywhere."""
+    for folder in ("_core", "_bench", "torch"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "_core" / "a.py").write_text("from .._bench import _kernel\n")
+    (tmp_path / "torch" / "b.py").write_text("import trilinear_bwd._bench._cli\n")
+    (tmp_path / "c.py").write_text("from . import _bench\n")
+    (tmp_path / "d.py").write_text("from . import bench\n")
+    (tmp_path / "bench.py").write_text("from ._bench._cli import main\n")
+    (tmp_path / "_bench" / "_x.py").write_text("from . import _kernel\n")
+    assert _harness_importers(tmp_path) == ["_core/a.py", "c.py", "torch/b.py"]

@@ -3,11 +3,7 @@
 import numpy as np
 import pytest
 
-from trilinear_bwd._core import _tables
-
-pytest.importorskip("dask")
-
-import trilinear_bwd.dask as tbd  # noqa: E402
+from trilinear_bwd._core import _axis_terms, _block_windows
 
 
 def brute_force_parts(src_bounds, s0, s1):
@@ -32,17 +28,17 @@ def chunkings(n, rng):
 @pytest.mark.parametrize("forward", [False, True])
 @pytest.mark.parametrize("seed", range(4))
 def test_window_parts_are_the_overlapping_source_chunks(seed, forward):
-    """_WindowAxis finds the chunks each window overlaps by bisection: the
+    """WindowAxis finds the chunks each window overlaps by bisection: the
     same parts, in the same order, as checking every chunk (empty chunks
     included, which overlap nothing)."""
     rng = np.random.default_rng(seed)
     for _ in range(12):
         n_in, n_out = (int(v) for v in rng.integers(1, 90, 2))
         align = bool(rng.integers(2))
-        terms = _tables.axis_terms(n_in, n_out, align, 0.0, np.float32, forward)
+        terms = _axis_terms.axis_terms(n_in, n_out, align, 0.0, np.float32, forward)
         n_source = n_in if forward else n_out
         for chunks in chunkings(n_source, rng):
-            axis = tbd._WindowAxis(terms, chunks)
+            axis = _block_windows.WindowAxis(terms, chunks)
             src_bounds = np.concatenate([[0], np.cumsum(chunks)]).tolist()
             assert len(axis.windows) == len(axis.parts) == len(axis.extents)
             for (t0, t1, s0), extent, parts in zip(axis.windows, axis.extents, axis.parts):

@@ -1,4 +1,7 @@
-"""_tables: the vectorised coefficients against a slow per-point construction, fma64, the cache."""
+"""The axis tables: the vectorised coefficients against a slow per-point construction, fma64, the cache.
+
+(``_coefficients``, ``_pytorch_rounding``, ``_axis_terms``, ``_axis_table``, ``_table_cache``.)
+"""
 
 import math
 from fractions import Fraction
@@ -7,7 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from trilinear_bwd._core import _tables
+from trilinear_bwd._core import (_axis_table, _axis_terms, _coefficients, _pytorch_rounding,
+                                 _table_cache)
 
 HALVES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -73,8 +77,8 @@ def slow_rule(src, exact, pytorch, opmath, storage):
     near = abs(src - round(src)) <= 1e-9 * max(1.0, src)
     if not (near or dropped <= limit * (1 + 1e-12)):
         return exact
-    w0 = weights.get(i0, 0.0) or _tables.TINY
-    w1 = (weights.get(i1, 0.0) if i1 != i0 else 0.0) or _tables.TINY
+    w0 = weights.get(i0, 0.0) or _pytorch_rounding.TINY
+    w1 = (weights.get(i1, 0.0) if i1 != i0 else 0.0) or _pytorch_rounding.TINY
     return i0, i1, w0 if lam0 != 0.0 else 0.0, w1 if lam1 != 0.0 else 0.0
 
 
@@ -112,7 +116,7 @@ def random_axes(seed, count, longest=200):
 @pytest.mark.parametrize("seed", range(3))
 def test_coefficients_equal_the_slow_per_point_construction(opmath, storage, seed):
     for n_in, n_out, align, scale in random_axes(seed, 60):
-        fast = _tables.axis_coefficients(n_in, n_out, align, scale, opmath, storage)
+        fast = _coefficients.axis_coefficients(n_in, n_out, align, scale, opmath, storage)
         slow = slow_coefficients(n_in, n_out, align, scale, opmath, storage)
         slow = [np.array(v) for v in zip(*slow)]
         for name, a, b in zip(("x0", "x1", "l0", "l1"), fast, slow):
@@ -127,7 +131,7 @@ def test_pytorch_coefficients_equal_the_slow_point_at_integer_coordinates(opmath
     # rounding decides): 3x downsampling, and align_corners with a step of 1/2.
     for n_in, n_out, align in ((3 * 257, 257, False), (513, 1025, True), (1000, 10, False),
                                (7, 4097, True), (4096, 3, False)):
-        i0, i1, lam0, lam1 = _tables.pytorch_coefficients(n_in, n_out, align, 0.0, opmath,
+        i0, i1, lam0, lam1 = _pytorch_rounding.pytorch_coefficients(n_in, n_out, align, 0.0, opmath,
                                                           storage)
         for j in range(0, n_out, max(1, n_out // 300)):
             assert (i0[j], i1[j], lam0[j], lam1[j]) == slow_pytorch_point(
@@ -146,7 +150,7 @@ def test_tables_equal_those_built_from_the_slow_coefficients(forward):
         target, source = (outputs, points) if forward else (points, outputs)
         n_t = n_out if forward else n_in
         order = np.argsort(target, kind="stable")
-        table = _tables.axis_table(n_in, n_out, align, scale, np.float32, forward=forward)
+        table = _axis_table.axis_table(n_in, n_out, align, scale, np.float32, forward=forward)
         assert np.array_equal(table.src, source[order])
         assert np.array_equal(table.weight, weight[order])
         assert np.array_equal(table.ptr[1:], np.cumsum(np.bincount(target, minlength=n_t)))
@@ -154,9 +158,9 @@ def test_tables_equal_those_built_from_the_slow_coefficients(forward):
         keep = (target >= t0) & (target < t1)
         if not keep.any():  # input points no output reads (downsampling)
             continue
-        s0, s1 = _tables.source_range(n_in, n_out, align, scale, np.float32, forward, t0, t1)
+        s0, s1 = _axis_terms.source_range(n_in, n_out, align, scale, np.float32, forward, t0, t1)
         assert (s0, s1) == (source[keep].min(), source[keep].max() + 1)
-        win = _tables.axis_table(n_in, n_out, align, scale, np.float32, forward=forward,
+        win = _axis_table.axis_table(n_in, n_out, align, scale, np.float32, forward=forward,
                                  window=(t0, t1, s0))
         order = np.argsort(target[keep], kind="stable")
         assert np.array_equal(win.src, (source[keep] - s0)[order])
@@ -194,7 +198,7 @@ def test_block_kinds_follow_the_rule(forward):
     seen = 0
     for n_in, n_out, align, scale in three + list(random_axes(11, 60, longest=130)):
         n_source, n_target = (n_in, n_out) if forward else (n_out, n_in)
-        t = _tables.axis_table(n_in, n_out, align, scale, np.float32, sentinel=n_source,
+        t = _axis_table.axis_table(n_in, n_out, align, scale, np.float32, sentinel=n_source,
                                forward=forward)
         if not t.width:
             continue
@@ -225,7 +229,7 @@ def reference_coefficients(n_in, n_out, align_corners, scale, opmath, storage):
     x1 = np.minimum(x0 + 1, n_in - 1)
     l1 = np.clip(src - x0, 0.0, 1.0)
     l0 = 1.0 - l1
-    i0, i1, lam0, lam1 = _tables.pytorch_coefficients(n_in, n_out, align_corners, scale, opmath,
+    i0, i1, lam0, lam1 = _pytorch_rounding.pytorch_coefficients(n_in, n_out, align_corners, scale, opmath,
                                                       storage)
     with np.errstate(invalid="ignore"):
         differ = (src < n_in + 1) & ((i0 != x0) | (i1 != x1) | ((lam0 == 0) != (l0 == 0))
@@ -260,7 +264,7 @@ def reference_padded(ptr, src, weight, sentinel):
     n = counts.size
     blocks = -(-n // W_BLOCK)
     width = int(counts.max())
-    if blocks * W_BLOCK * width > _tables.PADDED_LIMIT * (int(ptr[-1]) + blocks * W_BLOCK):
+    if blocks * W_BLOCK * width > _axis_table.PADDED_LIMIT * (int(ptr[-1]) + blocks * W_BLOCK):
         width = 0
     if not width:
         return {"width": 0, "block_window": np.zeros(blocks, np.int32)}
@@ -318,11 +322,11 @@ def assert_table(table, ptr, src, weight, sentinel, label):
 
 def check_long_axis(n_in, n_out, align_corners, scale, dtype, storage, forward, blocks=8):
     """The whole axis's table and ``blocks`` windows of it (Dask's cut), against the reference."""
-    _tables.clear_cache()
+    _table_cache.clear_cache()
     label = (n_in, n_out, align_corners, scale, dtype, storage, forward)
     ptr, src, weight = reference_terms(n_in, n_out, align_corners, scale, dtype, forward, storage)
     n_source = n_in if forward else n_out
-    table = _tables.axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=n_source,
+    table = _axis_table.axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=n_source,
                                forward=forward, storage=storage)
     assert_table(table, ptr, src, weight, n_source, label)
     n_target = ptr.size - 1
@@ -332,9 +336,9 @@ def check_long_axis(n_in, n_out, align_corners, scale, dtype, storage, forward, 
         if a == b:  # target points nothing reads (downsampling's backward)
             continue
         s0, s1 = int(src[a:b].min()), int(src[a:b].max()) + 1
-        assert _tables.source_range(n_in, n_out, align_corners, scale, dtype, forward, t0, t1,
+        assert _axis_terms.source_range(n_in, n_out, align_corners, scale, dtype, forward, t0, t1,
                                     storage) == (s0, s1), label
-        win = _tables.axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=s1 - s0,
+        win = _axis_table.axis_table(n_in, n_out, align_corners, scale, dtype, sentinel=s1 - s0,
                                  forward=forward, window=(t0, t1, s0), storage=storage)
         assert_table(win, ptr[t0:t1 + 1] - a, src[a:b] - s0, weight[a:b], s1 - s0,
                      label + ((t0, t1),))
@@ -344,7 +348,7 @@ def check_long_axis(n_in, n_out, align_corners, scale, dtype, storage, forward, 
     if n_in != n_out:
         opmath = np.dtype(dtype).type
         half = storage if forward and storage in HALVES else None
-        x0, x1, l0, l1 = _tables.axis_coefficients(n_in, n_out, align_corners, scale, opmath,
+        x0, x1, l0, l1 = _coefficients.axis_coefficients(n_in, n_out, align_corners, scale, opmath,
                                                    half)
         j = np.arange(n_out)
         coordinate = (j * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0) if align_corners
@@ -353,7 +357,7 @@ def check_long_axis(n_in, n_out, align_corners, scale, dtype, storage, forward, 
         for k in np.concatenate([np.linspace(0, n_out - 1, 100).astype(int), nearest]):
             assert (x0[k], x1[k], l0[k], l1[k]) == slow_point(
                 n_in, n_out, align_corners, scale, opmath, half, int(k)), label + (int(k),)
-    _tables.clear_cache()
+    _table_cache.clear_cache()
 
 
 LIMIT = 2**20
@@ -408,17 +412,17 @@ def test_tables_do_not_depend_on_the_chunk(chunk, monkeypatch):
             n_source = n_in if forward else n_out
             windows = [None, (n_target // 3, max(n_target // 3 + 1, 2 * n_target // 3))]
             got = {}
-            for size in (chunk, _tables.CHUNK):
-                monkeypatch.setattr(_tables, "CHUNK", size)
-                _tables.clear_cache()
+            for size in (chunk, _coefficients.CHUNK):
+                monkeypatch.setattr(_coefficients, "CHUNK", size)
+                _table_cache.clear_cache()
                 for window in windows:
                     if window is not None:
-                        terms = _tables.axis_terms(n_in, n_out, align, scale, dtype, forward,
+                        terms = _axis_terms.axis_terms(n_in, n_out, align, scale, dtype, forward,
                                                    storage)
                         if terms.ptr[window[0]] == terms.ptr[window[1]]:
                             continue
                         window += (terms.source_range(*window)[0],)
-                    table = _tables.axis_table(n_in, n_out, align, scale, dtype, n_source,
+                    table = _axis_table.axis_table(n_in, n_out, align, scale, dtype, n_source,
                                                forward, window, storage)
                     got.setdefault(window, []).append(table_fields(table))
             monkeypatch.undo()
@@ -426,14 +430,14 @@ def test_tables_do_not_depend_on_the_chunk(chunk, monkeypatch):
                 for name, value in small.items():
                     assert np.array_equal(value, default[name]), (n_in, n_out, forward,
                                                                   window, chunk, name)
-    _tables.clear_cache()
+    _table_cache.clear_cache()
 
 
 def test_coefficients_do_not_depend_on_the_chunk(monkeypatch):
     axis = (4000, 12001, False, 0.0, np.float32, "bfloat16")
-    whole = _tables.axis_coefficients(*axis)
-    monkeypatch.setattr(_tables, "CHUNK", 97)
-    for a, b in zip(whole, _tables.axis_coefficients(*axis)):
+    whole = _coefficients.axis_coefficients(*axis)
+    monkeypatch.setattr(_coefficients, "CHUNK", 97)
+    for a, b in zip(whole, _coefficients.axis_coefficients(*axis)):
         assert np.array_equal(a, b)
 
 
@@ -463,7 +467,7 @@ def test_backward_grouping_equals_a_stable_sort(seed, pairs, dtype):
         x0 = rng.permutation(x0)
         x1 = np.minimum(x0 + 1, n_in - 1)
     w0, w1 = rng.random(n_out).astype(dtype), rng.random(n_out).astype(dtype)
-    got = _tables._by_input_point(x0, x1, w0, w1, n_in)
+    got = _axis_terms._by_input_point(x0, x1, w0, w1, n_in)
     for a, b in zip(got, stable_grouping(x0, x1, w0, w1, n_in)):
         assert np.array_equal(a, b)
 
@@ -483,19 +487,19 @@ def test_pytorch_differs_only_near_integers(seed):
         if n_in == n_out:
             continue
         j = np.arange(n_out)
-        src = _tables._coordinates(n_in, n_out, align, scale, j)
+        src = _coefficients._coordinates(n_in, n_out, align, scale, j)
         x0 = np.minimum(np.floor(np.minimum(src, n_in)), n_in - 1).astype(np.int64)
         l1 = np.clip(src - x0, 0.0, 1.0)
         for opmath, storage in [(np.float32, None), (np.float64, None),
                                 (np.float32, "float16"), (np.float32, "bfloat16")]:
-            i0, _, lam0, lam1 = _tables.pytorch_coefficients(n_in, n_out, align, scale, opmath,
+            i0, _, lam0, lam1 = _pytorch_rounding.pytorch_coefficients(n_in, n_out, align, scale, opmath,
                                                              storage)
             with np.errstate(invalid="ignore"):
                 differ = (src < n_in + 1) & ((i0 != x0) | ((lam0 == 0) != (l1 == 1))
                                              | ((lam1 == 0) != (l1 == 0)))
             s = src[differ]
             distance = np.abs(s - np.rint(s))
-            assert (distance <= _tables.near_integer_bound(s, opmath, storage)).all(), (
+            assert (distance <= _pytorch_rounding.near_integer_bound(s, opmath, storage)).all(), (
                 n_in, n_out, align, scale, opmath, storage)
 
 
@@ -519,7 +523,7 @@ def test_fma64_is_correctly_rounded(seed):
     k = rng.integers(1, 2**20, n // 2)
     a[: n // 2] = (k + 0.5) / b[: n // 2]
     a[: n // 2] = np.nextafter(a[: n // 2], rng.choice([-np.inf, np.inf], n // 2))
-    got = _tables.fma64(a, b, c)
+    got = _pytorch_rounding.fma64(a, b, c)
     expected = np.array([_exact_fma(x, y, z) for x, y, z in zip(a, b, c)])
     assert np.array_equal(got, expected)
     # General operands, with c cancelling most of a * b, where rounding
@@ -527,7 +531,7 @@ def test_fma64_is_correctly_rounded(seed):
     a = rng.uniform(-8, 8, n) * np.exp2(rng.integers(-20, 20, n))
     b = rng.uniform(-8, 8, n) * np.exp2(rng.integers(-20, 20, n))
     c = -(a * b) * rng.choice([1.0, 1 + 2.0**-40, 1 - 2.0**-30, 0.5], n)
-    got = _tables.fma64(a, b, c)
+    got = _pytorch_rounding.fma64(a, b, c)
     expected = np.array([_exact_fma(x, y, z) for x, y, z in zip(a, b, c)])
     assert np.array_equal(got, expected)
     assert not np.array_equal(a * b + c, expected)
@@ -538,26 +542,26 @@ def test_fma64_is_correctly_rounded(seed):
 
 
 def test_cache_is_bounded_by_bytes_and_keeps_a_long_axis(monkeypatch):
-    _tables.clear_cache()
+    _table_cache.clear_cache()
     calls = []
-    build = _tables.build_terms
-    monkeypatch.setattr(_tables, "build_terms", lambda key: calls.append(key) or build(key))
+    build = _axis_terms.build_terms
+    monkeypatch.setattr(_axis_terms, "build_terms", lambda key: calls.append(key) or build(key))
     long_axis = (2**18, 2**19 + 3, False, 0.0, np.float32)
-    first = _tables.axis_table(*long_axis, sentinel=2**19 + 3)
-    assert _tables.axis_table(*long_axis, sentinel=2**19 + 3) is first
+    first = _axis_table.axis_table(*long_axis, sentinel=2**19 + 3)
+    assert _axis_table.axis_table(*long_axis, sentinel=2**19 + 3) is first
     assert len(calls) == 1
     for n in range(2, 400):
-        _tables.axis_table(n, 3 * n + 1, True, 0.0, np.float64, sentinel=3 * n + 1)
-        assert _tables._cache.nbytes <= _tables.CACHE_BYTES
+        _axis_table.axis_table(n, 3 * n + 1, True, 0.0, np.float64, sentinel=3 * n + 1)
+        assert _table_cache._cache.nbytes <= _table_cache.CACHE_BYTES
     # A smaller bound: the next entry evicts the least recently used ones.
-    monkeypatch.setattr(_tables._cache, "limit", 2**20)
-    _tables.axis_table(5, 17, False, 0.0, np.float32, sentinel=17)
-    assert 0 < _tables._cache.nbytes <= 2**20
-    _tables.clear_cache()
+    monkeypatch.setattr(_table_cache._cache, "limit", 2**20)
+    _axis_table.axis_table(5, 17, False, 0.0, np.float32, sentinel=17)
+    assert 0 < _table_cache._cache.nbytes <= 2**20
+    _table_cache.clear_cache()
 
 
 def test_cache_lock_is_renewed_in_a_forked_child():
-    cache = _tables._TableCache(1024)
+    cache = _table_cache._TableCache(1024)
     cache._lock.acquire()  # as a thread holding it at fork time would leave it
     cache._after_fork_in_child()
     cache.put("k", "v", 8)

@@ -343,11 +343,11 @@ def test_the_operators_autograd_is_complete(pair):
 def test_the_compiled_table_runs_this_librarys_kernels(fresh_dynamo):
     # The benchmark's own check that its "enable() compiled" column is what
     # it says (no timing is asserted).
-    from trilinear_bwd import _bench_calls
+    from trilinear_bwd._bench import _compiled
 
     case = ("layer x2", "layer", (2, 4, 5, 5, 5), "NDHWC", False)
-    rows = _bench_calls.measure_compiled(rounds=1, cases=(case,))
+    rows = _compiled.measure_compiled(rounds=1, cases=(case,))
     assert [r["calls"] for r in rows] == [(1, 1)]
-    table = _bench_calls.format_compiled(rows)
+    table = _compiled.format_compiled(rows)
     assert table.count("\n") == 2 and "(2, 4, 5, 5, 5)" in table
     assert not tbt.is_enabled()

@@ -523,12 +523,12 @@ def test_tensor_states_of_a_known_geometry_are_right_by_every_route(op, state, f
 @pytest.mark.slow
 def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
     """bench --sweep's plumbing (never its timings): every op and layout, both contenders."""
-    from trilinear_bwd import _bench_calls
+    from trilinear_bwd._bench import _sweep, _timing
 
-    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
+    monkeypatch.setattr(_timing, "ROUND_SECONDS", 1e-4)
     tbt.disable()
     before = tbt.call_counts()
-    rows = _bench_calls.measure_sweep(rounds=2, sweep=((1, 1, 2), (1, 2, 3)))
+    rows = _sweep.measure_sweep(rounds=2, sweep=((1, 1, 2), (1, 2, 3)))
     assert not tbt.is_enabled()
     assert [(r["op"], r["layout"], r["shape"][:3]) for r in rows] == [
         (op, layout, (n, c, side)) for n, c, side in ((1, 1, 2), (1, 2, 3))
@@ -536,17 +536,17 @@ def test_the_sweep_reports_every_point_and_restores_the_switch(monkeypatch):
     assert all(r["torch_us"] > 0 and r["ours_us"] > 0 and r["rounds"] == 2 for r in rows)
     after = tbt.call_counts()
     assert after["forward"] > before["forward"] and after["kernel"] > before["kernel"]
-    table = _bench_calls.format_sweep(rows).splitlines()
+    table = _sweep.format_sweep(rows).splitlines()
     assert len(table) == 2 + len(rows) and table[2].startswith("| forward | NCDHW | (1, 1, 2, 2, 2)")
 
 
 @pytest.mark.slow
 def test_the_sweeps_pytorch_side_runs_apart_and_reports_its_failures(monkeypatch):
     """PyTorch's side of bench --sweep: a process without this library's registration."""
-    from trilinear_bwd import _bench_calls
+    from trilinear_bwd._bench import _sweep, _timing
 
-    monkeypatch.setattr(_bench_calls, "ROUND_SECONDS", 1e-4)
-    theirs = _bench_calls._PytorchProcess(((1, 1, 2),), None)
+    monkeypatch.setattr(_timing, "ROUND_SECONDS", 1e-4)
+    theirs = _sweep._PytorchProcess(((1, 1, 2),), None)
     try:
         assert theirs.time(0) > 0 and theirs.time(3) > 0
         with pytest.raises(RuntimeError, match="PyTorch side of the sweep failed"):
@@ -557,7 +557,7 @@ def test_the_sweeps_pytorch_side_runs_apart_and_reports_its_failures(monkeypatch
     import subprocess
     import sys
     code = ("import io, sys, trilinear_bwd.torch; sys.stdin = io.StringIO('0\\n'); "
-            "from trilinear_bwd._bench_calls import serve_pytorch_sweep; "
+            "from trilinear_bwd._bench._sweep import serve_pytorch_sweep; "
             "serve_pytorch_sweep('{\"sweep\": [[1, 1, 2]], \"threads\": 1, "
             "\"round_seconds\": 0.0001}')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

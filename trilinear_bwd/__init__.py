@@ -40,12 +40,9 @@ from ._executor import (
 )
 from ._info import show_config
 from . import pool
+from ._core import _status
+from ._core._status import *  # noqa: F403 -- the status codes (_status.__all__)
 from ._core._status import (
-    ACLNN_ERR_INNER,
-    ACLNN_ERR_PARAM_INVALID,
-    ACLNN_ERR_PARAM_NULLPTR,
-    ACLNN_ERR_RUNTIME_ERROR,
-    ACLNN_SUCCESS,
     AclnnError,
     AllocationError,
     ExecutionError,
@@ -57,11 +54,7 @@ from ._stream import Stream
 from ._version import __version__
 
 __all__ = [
-    "ACLNN_ERR_INNER",
-    "ACLNN_ERR_PARAM_INVALID",
-    "ACLNN_ERR_PARAM_NULLPTR",
-    "ACLNN_ERR_RUNTIME_ERROR",
-    "ACLNN_SUCCESS",
+    *_status.__all__,
     "AclnnError",
     "AllocationError",
     "ExecutionError",

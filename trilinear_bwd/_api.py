@@ -134,8 +134,9 @@ def upsample_trilinear3d(x, output_size=None, align_corners=False, scales=(0.0, 
     Raises
     ------
     AclnnError
-        With ``.status`` 161001 or 161002, for any argument that breaks the
-        operator contract (see :func:`get_forward_workspace_size`).
+        For any argument that breaks the operator contract, as for the
+        backward (:func:`upsample_trilinear3d_backward`): ``.status`` 161001
+        or 161002 (see :func:`get_forward_workspace_size`).
 
     Examples
     --------

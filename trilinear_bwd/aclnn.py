@@ -35,12 +35,10 @@ array([ 36., 100., 164., 228.], dtype=float32)
 import threading
 
 from . import _executor
-from ._core import _fork
+from ._core import _fork, _status
+from ._core._status import *  # noqa: F403 -- the status codes (_status.__all__)
 from ._core._status import (
     ACLNN_ERR_INNER,
-    ACLNN_ERR_PARAM_INVALID,
-    ACLNN_ERR_PARAM_NULLPTR,
-    ACLNN_ERR_RUNTIME_ERROR,
     ACLNN_SUCCESS,
     AclnnError,
     ExecutionError,
@@ -52,11 +50,7 @@ from ._core._operator import BACKWARD, CANN_RULES, FORWARD, check
 from ._stream import Stream
 
 __all__ = [
-    "ACLNN_ERR_INNER",
-    "ACLNN_ERR_PARAM_INVALID",
-    "ACLNN_ERR_PARAM_NULLPTR",
-    "ACLNN_ERR_RUNTIME_ERROR",
-    "ACLNN_SUCCESS",
+    *_status.__all__,
     "aclDestroyAclOpExecutor",
     "aclGetRecentErrMsg",
     "aclSetAclOpExecutorRepeatable",

@@ -10,7 +10,7 @@ trilinear_bwd[dask]``) that only this module imports.
 Every block of the result is one call of the compiled kernel, whatever the
 chunking: a task computes result block ``r`` -- a range of target points on
 each axis -- from the *window* of the source array that those points read
-(per axis, the source points of their terms: ``_tables.source_range``),
+(per axis, the source points of their terms: ``_axis_terms.source_range``),
 assembled from the source chunks that overlap it.  The kernel's windowed
 entry (``_operator.check_window``) runs the whole call's per-axis tables
 restricted to the block, with the whole axis's weights, so each result
@@ -24,7 +24,6 @@ See ``docs/dask.md`` for when to use it and how to chunk.
 """
 
 
-import bisect
 import itertools
 import math
 import sys
@@ -41,9 +40,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "(dask[array] and distributed)"
     ) from exc
 
-from ._core import _pool, _tables, _threads
+from ._core import _axis_terms, _pool, _threads
 from ._core._arguments import forward_sizes, one_call_sizes
 from ._core._arrays import dtype_info, is_channels_last, is_misaligned
+from ._core._block_windows import WindowAxis, block_calls
 from ._core._coerce import invalid
 from ._core._operator import BACKWARD, FORWARD, check, check_5d, check_limits, check_window
 from ._core._runner import run_once
@@ -70,12 +70,11 @@ def upsample_trilinear3d_backward(grad_out, input_size, *, output_size=None,
     input_size : sequence of int
         ``(N, C, iD, iH, iW)``, or ``(iD, iH, iW)`` with N and C taken from
         ``grad_out``.
-    output_size : sequence of 3 int, optional
-        ``(oD, oH, oW)``; defaults to ``grad_out.shape[2:]``.
-    align_corners : bool, default False
-        Corner-aligned (True) or half-pixel (False) coordinates.
-    scales : sequence of 3 float, default (0.0, 0.0, 0.0)
-        The forward's multipliers per axis (D, H, W); <= 0 means "not given".
+    output_size, align_corners, scales
+        As for :func:`trilinear_bwd.upsample_trilinear3d_backward`:
+        ``(oD, oH, oW)``, by default ``grad_out.shape[2:]``; corner-aligned
+        (True) or half-pixel (False, the default) coordinates; the forward's
+        multipliers per axis (D, H, W), <= 0 meaning "not given".
     num_threads : int or None, default 1
         OpenMP threads of each kernel call, i.e. per Dask task.  The default,
         one, gives one OpenMP thread per Dask thread, so a worker never runs
@@ -239,138 +238,9 @@ def _check_forward_arguments(x, output_size, align_corners, scales, num_threads)
 # Every block one kernel call, on the window of the source it reads
 
 
-class _WindowAxis:
-    """How one spatial axis is split: result chunks, their source windows, and their runs.
-
-    Attributes
-    ----------
-    bounds : list of int
-        Result chunk ``r`` holds target points ``bounds[r]:bounds[r+1]``.
-    windows : list of tuple or None
-        ``(t0, t1, s0)`` per result chunk (the kernel's window); None for a
-        chunk whose targets read nothing (it is zeros).
-    extents : list of int
-        The window's length per result chunk (0: it reads nothing).
-    parts : list of list of tuple
-        Per result chunk, ``(q, dst, src)`` for each source chunk ``q`` that
-        overlaps its window: ``source_chunk_q[src]`` fills ``window[dst]``.
-    src_bounds : list of int
-        Source chunk ``q`` holds source points ``src_bounds[q]:src_bounds[q+1]``.
-    runs : list of list of tuple
-        Per result chunk, ``(t0, t1, s0, s1, one_chunk)`` for each run of its targets
-        (see :func:`_runs`): targets ``t0:t1`` read source points ``s0:s1``.
-    """
-
-    def __init__(self, terms, chunks):
-        n_in, n_out, _, _, _, forward, _ = terms.key
-        n_src, n_tgt = (n_in, n_out) if forward else (n_out, n_in)
-        src_bounds = [0]
-        for c in chunks:
-            src_bounds.append(src_bounds[-1] + c)
-        # The source's chunk boundaries, scaled to the target axis: a result
-        # chunk reads about one source chunk (plus a point or two of its
-        # neighbours), and there are never more result chunks than source ones.
-        cuts = {0, n_tgt}
-        cuts.update(min(n_tgt, round(b * n_tgt / n_src)) for b in src_bounds[1:-1])
-        self.bounds = sorted(cuts)
-        self.src_bounds = src_bounds
-        inside = _inside(terms, src_bounds)
-        self.windows, self.parts, self.extents, self.runs = [], [], [], []
-        for t0, t1 in zip(self.bounds[:-1], self.bounds[1:]):
-            read = terms.source_range(t0, t1)
-            if read is None:
-                # No target of the chunk reads anything: the backward's
-                # downsampling with a given scale (issue 54).  Its blocks
-                # are zeros and read no source.
-                self.windows.append(None)
-                self.extents.append(0)
-                self.parts.append([])
-                self.runs.append([])
-                continue
-            s0, s1 = read
-            self.windows.append((t0, t1, s0))
-            self.extents.append(s1 - s0)
-            parts = []
-            # Only the source chunks that overlap the window (found by
-            # bisection: visiting all of them per result chunk is quadratic
-            # in the chunks of a long axis).
-            for q in range(bisect.bisect_right(src_bounds, s0) - 1,
-                           bisect.bisect_left(src_bounds, s1)):
-                a, b = src_bounds[q], src_bounds[q + 1]
-                lo, hi = max(a, s0), min(b, s1)
-                if lo < hi:
-                    parts.append((q, slice(lo - s0, hi - s0), slice(lo - a, hi - a)))
-            self.parts.append(parts)
-            self.runs.append(_runs(terms, inside, t0, t1))
-
-    @property
-    def chunks(self):
-        """The result's chunks along the axis."""
-        return tuple(b - a for a, b in zip(self.bounds[:-1], self.bounds[1:]))
-
-
-def _inside(terms, src_bounds):
-    """Per target point of the axis, the source chunk holding every point it reads; -1: several.
-
-    -1 too for a target that reads nothing (downsampling's backward leaves
-    input points without terms).  O(n) NumPy on the axis's terms.
-    """
-    inside = np.full(len(terms.ptr) - 1, -1, dtype=np.int64)
-    reading = np.flatnonzero(terms.ptr[1:] > terms.ptr[:-1])
-    if reading.size:
-        # Consecutive targets that read something own consecutive terms.
-        first = terms.ptr[reading]
-        edges = np.asarray(src_bounds[1:-1], dtype=np.int64)
-        lowest = np.searchsorted(edges, np.minimum.reduceat(terms.src, first), side="right")
-        highest = np.searchsorted(edges, np.maximum.reduceat(terms.src, first), side="right")
-        inside[reading] = np.where(lowest == highest, lowest, -1)
-    return inside
-
-
-def _runs(terms, inside, t0, t1):
-    """The runs of targets ``t0:t1``: ``[(t0, t1, s0, s1, one_chunk), ...]``, in order.
-
-    A run is a maximal range of targets that read from one and the same
-    source chunk (``one_chunk`` True), or of targets that each read from
-    several (False): targets ``t0:t1`` of the run read source points
-    ``s0:s1``.  Targets that read nothing go with the run before them (the
-    first run, at the start), so that every run reads something.  See
-    :func:`_calls`.
-    """
-    reading = np.flatnonzero(terms.ptr[t0 + 1:t1 + 1] > terms.ptr[t0:t1]) + t0
-    values = inside[reading]
-    change = np.flatnonzero(np.diff(values)) + 1
-    bounds = [t0, *reading[change].tolist(), t1]
-    one_chunk = (values[[0, *change.tolist()]] >= 0).tolist()
-    return [(a, b) + terms.source_range(a, b) + (one,)
-            for a, b, one in zip(bounds[:-1], bounds[1:], one_chunk)]
-
-
-def _calls(runs, k=0, prefix=()):
-    """The kernel calls of one block: ``((t0, t1, s0, s1) per axis)`` for each, in order.
-
-    Peeled like an onion: along D, each run that reads across a chunk
-    boundary is one call over the block's whole H and W (a thin slab, whose
-    few source points are copied); each run inside one chunk is split the
-    same way along H, and so on along W, where what remains, inside one
-    chunk on every axis, is read where it lies.  At most ``1 + 2 * k``
-    calls for a block split on ``k`` axes, and no copy thicker than the
-    points next to a boundary.
-    """
-    if k == 3:
-        yield prefix
-        return
-    full = [(r[0][0], r[-1][1], min(x[2] for x in r), max(x[3] for x in r)) for r in runs]
-    for run in runs[k]:
-        if run[4] and k < 2:
-            yield from _calls(runs, k + 1, prefix + (run[:4],))
-        else:
-            yield prefix + (run[:4],) + tuple(full[k + 1:])
-
-
 # A block whose source window holds fewer bytes than this is computed in one
 # kernel call on its window, copied unless one chunk holds it: in runs
-# (_calls), its calls' planning would cost more than the copy they save
+# (block_calls), its calls' planning would cost more than the copy they save
 # (docs/dask.md, "Memory").
 SPLIT_BYTES = 8 * 2**20
 # A block that reads at most half of a source chunk of at least this many
@@ -385,16 +255,16 @@ def _window_block(pieces, spans, runs, nc, whole, num_threads, terms, chunk_keys
     ``pieces`` are source chunks, or the parts of them that the block reads
     (:func:`_part`); ``spans[p]`` are the source points piece ``p`` holds,
     ``(a, b)`` per spatial axis.  ``runs[k]`` split the block's targets on
-    axis ``k`` (:func:`_runs`); ``nc`` is the block's N and C extent.  Each
-    of :func:`_calls` is one kernel call (the windowed entry, writing its
-    part of the result block): on a view of the one piece that holds every
+    axis ``k`` (``_block_windows.WindowAxis.runs``); ``nc`` is the block's N
+    and C extent.  Each of :func:`~._core._block_windows.block_calls` is one
+    kernel call (the windowed entry, writing its part of the result block): on a view of the one piece that holds every
     source point it reads (when aligned), else on a copy of just those
     points.  A task therefore holds its pieces, its result and a copy of at
     most the points next to one chunk boundary -- or, for a block whose
     window is under ``SPLIT_BYTES``, of its window (``docs/dask.md``,
     "Memory").
 
-    ``terms`` are the three axes' :class:`trilinear_bwd._core._tables.AxisTerms`
+    ``terms`` are the three axes' :class:`trilinear_bwd._core._axis_terms.AxisTerms`
     (graph nodes, built once at graph construction): handed to the table
     cache, so that planning cuts the tables from them instead of
     rebuilding the axes.  ``chunk_keys`` name each piece's chunk, for errors.
@@ -412,12 +282,12 @@ def _window_block(pieces, spans, runs, nc, whole, num_threads, terms, chunk_keys
                           "array whose chunks do not match its declared dtype; cast it with "
                           ".astype first)")
     for axis_terms in terms:
-        _tables.remember(axis_terms)
+        _axis_terms.remember(axis_terms)
     first = tuple(r[0][0] for r in runs)
     out = _empty(nc + tuple(r[-1][1] - t0 for r, t0 in zip(runs, first)), expected)
     channels_last = is_channels_last(pieces[0])
-    with _tables.window_scope():
-        for call in _calls(runs):
+    with _axis_terms.window_scope():
+        for call in block_calls(runs):
             source = _source(pieces, spans, tuple((s0, s1) for _, _, s0, s1 in call), nc,
                              channels_last)
             target = out[(slice(None),) * 2 + tuple(slice(t0 - f, t1 - f)
@@ -545,11 +415,11 @@ def _windowed(source, whole, num_threads, name):
     # Each axis's terms, built once here (O(n) NumPy): every chunk's source
     # window comes from them, and they go into the graph as one node per
     # axis, which every task of the graph reads its tables from.
-    terms = [_tables.axis_terms(whole.input_size[2 + k], whole.output_size[k],
+    terms = [_axis_terms.axis_terms(whole.input_size[2 + k], whole.output_size[k],
                                 whole.align_corners, whole.scales[k], acc, forward,
                                 source.dtype)
              for k in range(3)]
-    axes = [_WindowAxis(t, source.chunks[2 + k]) for k, t in enumerate(terms)]
+    axes = [WindowAxis(t, source.chunks[2 + k]) for k, t in enumerate(terms)]
     # The size limits of one kernel call, for the largest block, now rather
     # than in a task.
     check_limits(whole.op, (n, c) + tuple(max(a.extents) for a in axes),

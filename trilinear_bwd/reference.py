@@ -26,7 +26,7 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
     opmath : {numpy.float64, numpy.float32}
         The type PyTorch computes the coordinates of the data's dtype in:
         which weights are exactly zero follows PyTorch's rounding there
-        (``trilinear_bwd._core._tables.pytorch_zero_pattern``, the one rule this
+        (``trilinear_bwd._core._pytorch_rounding.pytorch_zero_pattern``, the one rule this
         reference shares with the kernel's tables).
     storage : dtype, optional
         float16 or bfloat16 for the forward of those types, whose weights
@@ -37,7 +37,7 @@ def source_coefficients(n_in, n_out, align_corners, scale=0.0, opmath=np.float64
     list of tuple
         ``n_out`` tuples ``(x0, x1, l0, l1)``.
     """
-    from ._core._tables import pytorch_zero_pattern
+    from ._core._pytorch_rounding import pytorch_zero_pattern
 
     coefficients = []
     for j in range(n_out):
@@ -210,7 +210,7 @@ def _bound(exact_abs, magnitudes, terms, corners, dtype, precision):
     # 2**-53 of the terms' magnitudes (the weights of the reference and of
     # the kernel's tables may differ in their last bit: 3 units), and an
     # absolute unit for products below float64's normal range (the TINY
-    # weights of _tables.pytorch_zero_pattern times tiny data).
+    # weights of _pytorch_rounding.pytorch_zero_pattern times tiny data).
     kernel = (terms + 6) * (u * magnitudes + float(np.finfo(np.float64).smallest_subnormal))
     if name != "float64":
         # ... then one rounding to the result's dtype.

@@ -10,7 +10,7 @@ distributed); the row sums are what a constant ``grad_out`` gives back.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from trilinear_bwd._core._tables import axis_coefficients
+from trilinear_bwd._core._coefficients import axis_coefficients
 
 CASES = [
     (4, 8, False, "in=4, out=8, align_corners=False"),

@@ -56,12 +56,26 @@ def parse_bytes(text):
     return nbytes if nbytes <= MAX_BYTES else None
 
 
-def _bad(name, value, default, why):
-    warnings.warn(
-        f"trilinear_bwd: ignoring {name}={value!r}: {why}; using the default, {default}. "
-        f"Accepted: {VARIABLES[name]}.",
-        RuntimeWarning, stacklevel=3,
-    )
+def _read(name, default, parse, shown, why):
+    """``parse($name)``: ``default`` if the variable is unset, or unusable (``parse`` gives None).
+
+    The one place a variable is read: an unusable value gives one
+    ``RuntimeWarning`` naming the variable, the value, ``why`` and the
+    default used instead (``shown``), and never an error.
+    """
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    parsed = parse(value)
+    if parsed is None:
+        warnings.warn(
+            f"trilinear_bwd: ignoring {name}={value!r}: {why}; using the default, {shown}. "
+            f"Accepted: {VARIABLES[name]}.",
+            # (_read, read_bytes or read_choice, then the code that asked: it is named.)
+            RuntimeWarning, stacklevel=3,
+        )
+        return default
+    return parsed
 
 
 def read_bytes(name, default):
@@ -77,15 +91,9 @@ def read_bytes(name, default):
     -------
     int
     """
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    nbytes = parse_bytes(value)
-    if nbytes is None:
-        _bad(name, value, f"{default} bytes", "not a byte count (negative, fractional, exponent "
-                                             f"forms and more than {MAX_BYTES} are refused)")
-        return default
-    return nbytes
+    return _read(name, default, parse_bytes, f"{default} bytes",
+                 "not a byte count (negative, fractional, exponent forms and more than "
+                 f"{MAX_BYTES} are refused)")
 
 
 def read_choice(name, choices, default):
@@ -105,13 +113,11 @@ def read_choice(name, choices, default):
     -------
     str
     """
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    wanted = value.strip().lower()
-    if not wanted:
-        return default
-    if wanted not in choices:
-        _bad(name, value, repr(default), f"not available here (choose one of {list(choices)})")
-        return default
-    return wanted
+    def choose(value):
+        wanted = value.strip().lower()
+        if not wanted:
+            return default                 # empty: the default, without a warning
+        return wanted if wanted in choices else None
+
+    return _read(name, default, choose, repr(default),
+                 f"not available here (choose one of {list(choices)})")

@@ -67,7 +67,7 @@ class Operator:
         ``trilinear_bwd.torch`` reports with CANN's names too, and refusals
         of ``F.interpolate`` are PyTorch's own.)
     forward : bool
-        The direction the per-axis tables are read (``_tables.axis_table``):
+        The direction the per-axis tables are read (``_axis_table.axis_table``):
         the forward's source points are the backward's targets.
     min_channels : int
         The smallest C: 1 for the forward (PyTorch's and CANN's rule: a
@@ -464,7 +464,7 @@ def check_window(whole, source, window, target=None):
     ``trilinear_bwd.dask`` checks the whole call once, at graph
     construction; each task then computes one block of the result, the
     targets ``t0:t1`` on each spatial axis, from the block of the source that
-    they read, starting at source point ``s0`` (``_tables.source_range``).
+    they read, starting at source point ``s0`` (``_axis_terms.source_range``).
 
     Parameters
     ----------
@@ -472,7 +472,7 @@ def check_window(whole, source, window, target=None):
         The whole call, checked (its arrays may be stand-ins).
     source : ndarray
         The source block: ``(n, c)`` plus, per axis, the extent of
-        ``_tables.source_range`` for its targets.
+        ``_axis_terms.source_range`` for its targets.
     window : sequence of 3 tuple
         ``(t0, t1, s0)`` per spatial axis.
     target : ndarray, optional

@@ -66,7 +66,7 @@ from ._constants import (
     W_SPARE,
 )
 from .._kernels._kernel_plan import KernelPlan
-from ._tables import axis_table
+from ._axis_table import axis_table
 
 # A target of this many bytes or more is written with streaming stores
 # (see _store.h and docs/design.md for the measurement behind the number).
@@ -77,8 +77,8 @@ STREAM_BYTES = 16 * 2**20
 # which cost a multiple of the whole call (docs/design.md, "Streaming stores").
 STREAM_ROW_BYTES = 32
 # Input planes per channels-last work item (the most the kernel handles): a
-# pair shares most of its source reads; four balance worse (measurements in
-# benchmarks/NOTES.md).
+# pair shares most of its source reads; four balance worse (docs/design.md,
+# Decisions: channels-last-planes-per-item).
 CHANNELS_LAST_PLANES_PER_ITEM = MAX_PLANES_PER_ITEM
 # Channels-first rows per W pass call (each call sets the W table up once):
 # all of the plane where the target is written in place; where it is
@@ -92,7 +92,7 @@ W_ROWS_BUFFERED = 8
 # target row) takes at most this many bytes, and whose source plane is one
 # run, is summed over D, then H, then W whole, a call per pass, as a
 # channels-first plane is: for small planes the calls per row cost more than
-# the ring's locality saves (benchmarks/NOTES.md, "Whole channels-last planes").
+# the ring's locality saves (docs/design.md, Decisions: whole-channels-last-planes).
 WHOLE_PLANE_BYTES = 128 * 2**10
 
 
@@ -125,7 +125,8 @@ def streamed(nbytes, row_bytes, itemsize):
     itemsize : int
         Bytes per element: the 16-bit types are never streamed, since their
         rows would go through a rounding buffer and a streaming copy, which
-        measured no faster than ordinary stores (benchmarks/NOTES.md).
+        measured no faster than ordinary stores (docs/design.md,
+        Decisions: no-streaming-16-bit).
 
     Returns
     -------
@@ -147,7 +148,7 @@ def ring_rows(ptr, src):
     Parameters
     ----------
     ptr, src : ndarray of int64
-        The H axis table (see :func:`trilinear_bwd._core._tables.axis_table`).
+        The H axis table (see :func:`trilinear_bwd._core._axis_table.axis_table`).
 
     Returns
     -------

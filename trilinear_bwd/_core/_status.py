@@ -14,6 +14,11 @@ STATUS_NAMES = {
     ACLNN_ERR_INNER: "ACLNN_ERR_INNER",
 }
 
+# What ``from ._core._status import *`` gives: the status codes by name, which
+# both public faces (``trilinear_bwd`` and ``trilinear_bwd.aclnn``) re-export
+# so (the errors each imports by name: the two export different ones).
+__all__ = sorted(STATUS_NAMES.values())
+
 
 class AclnnError(Exception):
     """Base of every error this library raises for a bad call.
