@@ -1,9 +1,11 @@
-"""The per-term loops of planning an axis, in compiled code (``_tables`` calls them).
+"""The per-term loops of planning an axis, in compiled code.
+
+Called by ``_axis_terms`` and ``_axis_table``.
 
 Two linear passes that NumPy could only write as dozens of whole-chunk
 temporaries: the backward's grouping of an axis's terms by input point (a
 counting sort) and the fill of the kernel's padded table with its read
-modes.  Each takes arrays ``_tables`` has allocated and checked, fills them,
+modes.  Each takes arrays its caller has allocated and checked, fills them,
 and holds the GIL only to take their buffers; the results are bitwise those
 of the NumPy construction that ``tests/test_tables.py`` keeps as the
 reference.
