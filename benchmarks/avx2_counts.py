@@ -75,7 +75,7 @@ def count(path, variant, forward, cases):
         out = os.path.join(tmp, "cg.out")
         env = dict(os.environ, OMP_NUM_THREADS="1")
         proc = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--toggle-collect=*_kernels_{variant}__item*",
+            ["valgrind", "--tool=callgrind", f"--toggle-collect=*_kernels_*{variant}__item*",
              f"--dump-after=*_kernels_{variant}_1run", f"--callgrind-out-file={out}",
              sys.executable, "-c", WORKER, os.path.abspath(path), json.dumps(cases), variant,
              "1" if forward else "0"],
