@@ -28,18 +28,28 @@ TB_ALWAYS_INLINE __m512i tb_bf16_bits16(__m512 a)
                                 _mm512_set1_epi32(0x0040));
 }
 
-/* The first n_valid (< 8) of 8 lanes to out at element i, under a mask. */
-TB_ALWAYS_INLINE void tb_out_head8(void *out, int64_t i, __m256 a8, int64_t n_valid, int kind)
+/* 16 lanes to out at element i, the first n_valid of them (16: all). */
+TB_ALWAYS_INLINE void tb_out16(void *out, int64_t i, __m512 a, int64_t n_valid, int stream,
+                               int kind)
 {
     const __mmask16 head = (__mmask16)((1u << n_valid) - 1u);
-    const __m512 a = _mm512_castps256_ps512(a8);
     if (kind == TB_OUT_F32) {
-        _mm512_mask_storeu_ps((float *)out + i, head, a);
+        float *dst = (float *)out + i;
+        if (n_valid < 16)
+            _mm512_mask_storeu_ps(dst, head, a);
+        else if (stream && ((uintptr_t)dst & 15) == 0)
+            tb_stream_f32(dst, a);
+        else
+            _mm512_storeu_ps(dst, a);
         return;
     }
     const __m256i h = kind == TB_OUT_F16 ? _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT)
                                          : _mm512_cvtepi32_epi16(tb_bf16_bits16(a));
-    _mm256_mask_storeu_epi16((uint16_t *)out + i, head, h);
+    uint16_t *dst = (uint16_t *)out + i;
+    if (n_valid < 16)
+        _mm256_mask_storeu_epi16(dst, head, h);
+    else
+        _mm256_storeu_si256((__m256i *)dst, h);
 }
 
 /* tb_double_to_float_odd on 8 lanes: truncated, the last bit set where inexact. */
@@ -67,10 +77,11 @@ TB_ALWAYS_INLINE void tb_out_d8(void *out, int64_t i, __m512d a, int64_t n_valid
         return;
     }
     const __m256 f = kind == TB_OUT_F32 ? _mm512_cvtpd_ps(a) : tb_odd8(a);
-    if (n_valid < 8)
-        tb_out_head8(out, i, f, n_valid, kind);
-    else
-        tb_out8(out, i, f, stream, kind);
+    if (n_valid < 8) {
+        tb_out16(out, i, _mm512_castps256_ps512(f), n_valid, 0, kind);
+        return;
+    }
+    tb_out8(out, i, f, stream, kind);
 }
 
 /* How a block's terms are read, the widest any of its k needs (a narrower
