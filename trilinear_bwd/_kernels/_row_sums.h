@@ -83,8 +83,8 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
 /* And with AVX-512 a next item whose whole request is at most this many
  * bytes (a forward's two planes of a small source) asks for L1: it evicts
  * little of the plane the H and W passes work on, and its short D pass then
- * starts from L1.  AVX2 keeps L2 for it (docs/design.md, Decisions:
- * next-item-prefetch-into-l1-small). */
+ * starts from L1.  AVX2 keeps L2 for it
+ * (docs/design.md, Decisions: next-item-prefetch-into-l1-small). */
 #define TB_PF_NEXT_ITEM_L1 4096
 
 /* The row sums (the C template _row_sums_t.h), for float64 only: the
