@@ -97,86 +97,9 @@ static inline uint16_t tb_float_to_half(float f)
 #endif
 }
 
-/*
- * float16 / bfloat16 elements widened to a vector of float32 (see _simd.h),
- * for the row sums that read 16-bit rows in place (_row_sums.h) and the
- * block conversions below: F16C's or AVX-512's vcvtph2ps for float16, a
- * 16-bit shift for bfloat16 (widening is exact either way).  With masks, the
- * first n elements only, zeros after them.
- */
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>
-#define TB_HAVE_HALF_VECTORS 1
-TB_ALWAYS_INLINE __m512 tb_widen_vec(__m256i h, int bf16)
-{
-    return bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                : _mm512_cvtph_ps(h);
-}
-TB_ALWAYS_INLINE __m512 tb_load_half(const uint16_t *p, int bf16)
-{
-    return tb_widen_vec(_mm256_loadu_si256((const __m256i *)p), bf16);
-}
-TB_ALWAYS_INLINE __m512 tb_load_half_head(const uint16_t *p, int64_t n, int bf16)
-{
-    return tb_widen_vec(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1u), p), bf16);
-}
-#elif TB_HAVE_F16C && defined(__AVX2__)
-#define TB_HAVE_HALF_VECTORS 1
-TB_ALWAYS_INLINE __m256 tb_load_half(const uint16_t *p, int bf16)
-{
-    const __m128i h = _mm_loadu_si128((const __m128i *)p);
-    return bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                : _mm256_cvtph_ps(h);
-}
-#else
-#define TB_HAVE_HALF_VECTORS 0
-#endif
-
 TB_ALWAYS_INLINE float tb_widen1(uint16_t h, int bf16)
 {
     return bf16 ? tb_bf16_to_float(h) : tb_half_to_float(h);
-}
-
-/* Contiguous blocks, the hot case: a vector at a time where F16C exists. */
-static inline void tb_half_to_float_n(float *restrict dst, const uint16_t *restrict src, int64_t n)
-{
-    int64_t k = 0;
-#if defined(__AVX512F__) && TB_HAVE_HALF_VECTORS
-    for (; k + 16 <= n; k += 16)
-        _mm512_storeu_ps(dst + k, tb_load_half(src + k, 0));
-    if (k < n)
-        _mm512_mask_storeu_ps(dst + k, (__mmask16)((1u << (n - k)) - 1u),
-                              tb_load_half_head(src + k, n - k, 0));
-    return;
-#elif TB_HAVE_F16C
-    for (; k + 8 <= n; k += 8)
-        _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
-#endif
-    for (; k < n; ++k)
-        dst[k] = tb_half_to_float(src[k]);
-}
-
-static inline void tb_float_to_half_n(uint16_t *restrict dst, const float *restrict src, int64_t n)
-{
-    int64_t k = 0;
-#if defined(__AVX512F__) && TB_HAVE_HALF_VECTORS
-    for (; k + 16 <= n; k += 16)
-        _mm256_storeu_si256((__m256i *)(dst + k),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT));
-    if (k < n) {
-        const __mmask16 head = (__mmask16)((1u << (n - k)) - 1u);
-        _mm256_mask_storeu_epi16(dst + k, head,
-                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(head, src + k),
-                                                 _MM_FROUND_TO_NEAREST_INT));
-    }
-    return;
-#elif TB_HAVE_F16C
-    for (; k + 8 <= n; k += 8)
-        _mm_storeu_si128((__m128i *)(dst + k),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT));
-#endif
-    for (; k < n; ++k)
-        dst[k] = tb_float_to_half(src[k]);
 }
 
 /* ---- float64 results rounded once ------------------------------------------ */
@@ -217,6 +140,7 @@ static inline uint16_t tb_double_to_bf16(double d) { return tb_float_to_bf16(tb_
  * time).
  */
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
 #define TB_HAVE_WIDE_VECTORS 1
 TB_ALWAYS_INLINE __m512d tb_widen_f64_vec(__m128i h, int kind)
 {

@@ -12,17 +12,12 @@
 # few - computes every value with the same operations in the same order.
 
 from libc.stdint cimport int64_t, uint16_t, uintptr_t
-from cython cimport floating
 from cython.parallel cimport prange
 
 from trilinear_bwd._kernels._constants_h cimport (
-    TB_DT_BFLOAT16,
-    TB_DT_FLOAT16,
-    TB_DT_FLOAT64,
     TB_LINE,
     TB_MAX_PLANES_PER_ITEM,
     TB_READ_BFLOAT16,
-    TB_READ_CONVERT,
     TB_READ_FLOAT16,
     TB_READ_FLOAT32,
     TB_READ_IN_PLACE,
@@ -42,7 +37,6 @@ from trilinear_bwd._kernels._kernel_helpers cimport (
     tb_half_to_float_soft,
     tb_prefetch_rows,
     TB_PF_NEXT_ITEM,
-    tb_reduce_half_rows,
     tb_reduce_wide_rows,
     TB_ROWS_BF16,
     TB_ROWS_F16,
@@ -52,63 +46,45 @@ from trilinear_bwd._kernels._kernel_helpers cimport (
     w_pass,
     w_pass_channels,
     w_pass_rows,
-    w_pass_rows_16,
     w_pass_rows_to,
 )
 from trilinear_bwd._kernels._openmp cimport omp_get_thread_num
 
 import numpy as np
 
-cdef extern from *:
-    """
-    /* Scratch builds for the pass-by-pass breakdown (benchmarks/NOTES.md,
-     * "Where an AVX2 core's time goes"; benchmarks/avx2_passes.sh) compile
-     * with -DTB_STOP_AFTER=1 (D only) or 2 (D and H): the item stops there.
-     * 0, the default, is the kernel. */
-    #ifndef TB_STOP_AFTER
-    #define TB_STOP_AFTER 0
-    #endif
-    """
-    int TB_STOP_AFTER
-
 cdef enum:
     # Zeros from each acc_h row's sentinel on (within its 32 spare elements):
-    # the AVX2 W pass reads a term of padding alone as 16 elements from the
-    # sentinel (_w_gather.h).
+    # the W gather reads a term of padding from the sentinel with weight 0,
+    # which adds +0 only where the sentinel holds a number, not whatever
+    # an earlier item left there (0 * NaN is NaN); the 15 after it with it,
+    # as docs/design.md's workspace table states.
     W_ZEROS = 16
 
 
-cdef inline void _reduce_source(floating* acc, const Problem* p, int64_t a,
+cdef inline void _reduce_source(double* acc, const Problem* p, int64_t a,
                                 const char* source, int64_t base, int64_t stride,
-                                floating* conv, int64_t n) noexcept nogil:
+                                double* conv, int64_t n) noexcept nogil:
     # The D pass of target plane a: the sum over the source rows at
     # ``base + src[t] * stride`` elements of its terms t in the D table,
     # read as p.read_mode says.
     cdef const int64_t* src = p.ax_d.src
-    cdef const floating* w = <const floating*> p.ax_d.weight
+    cdef const double* w = <const double*> p.ax_d.weight
     cdef int64_t t0 = p.ax_d.ptr[a], t1 = p.ax_d.ptr[a + 1]
     cdef int64_t t = t0
     cdef int64_t o0, o1
     cdef bint pair
     if p.read_mode == TB_READ_IN_PLACE:
-        reduce_rows(acc, 0, (<const floating*> source) + base, stride, &p.ax_d, a, 1, n, True)
+        reduce_rows(acc, 0, (<const double*> source) + base, stride, &p.ax_d, a, 1, n, True)
         return
-    if floating is float:
-        if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
-            tb_reduce_half_rows(acc, 0, (<const uint16_t*> source) + base, stride, &p.ax_d, a,
-                                1, n, p.read_mode == TB_READ_BFLOAT16)
-            return
-    else:
-        # float32 and 16-bit rows summed into float64, widened as they are read.
-        if p.read_mode == TB_READ_FLOAT32:
-            tb_reduce_wide_rows(acc, 0, (<const float*> source) + base, stride, &p.ax_d, a,
-                                1, n, TB_ROWS_F32)
-            return
-        if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
-            tb_reduce_wide_rows(acc, 0, (<const uint16_t*> source) + base, stride, &p.ax_d, a,
-                                1, n, TB_ROWS_BF16 if p.read_mode == TB_READ_BFLOAT16
-                                else TB_ROWS_F16)
-            return
+    # float32 and 16-bit rows summed into float64, widened as they are read.
+    if p.read_mode == TB_READ_FLOAT32:
+        tb_reduce_wide_rows(acc, 0, (<const float*> source) + base, stride, &p.ax_d, a, 1, n,
+                            TB_ROWS_F32)
+        return
+    if p.read_mode == TB_READ_FLOAT16 or p.read_mode == TB_READ_BFLOAT16:
+        tb_reduce_wide_rows(acc, 0, (<const uint16_t*> source) + base, stride, &p.ax_d, a, 1, n,
+                            TB_ROWS_BF16 if p.read_mode == TB_READ_BFLOAT16 else TB_ROWS_F16)
+        return
     # TB_READ_CONVERT: two rows at a time gathered into ``conv`` first.
     if t0 == t1:
         fill_zero(acc, n)
@@ -125,11 +101,11 @@ cdef inline void _reduce_source(floating* acc, const Problem* p, int64_t a,
         t += 2
 
 
-cdef inline void _w_and_store(const Problem* p, char* target, int64_t off, floating* h_row,
-                              floating* out, floating* ws) noexcept nogil:
+cdef inline void _w_and_store(const Problem* p, char* target, int64_t off, double* h_row,
+                              double* out, double* ws) noexcept nogil:
     # The W pass of one H-reduced row, written to the target at element ``off``.
     if p.out_direct:
-        w_pass((<floating*> target) + off, h_row, &p.ax_w, p.v, p.stream)
+        w_pass((<double*> target) + off, h_row, &p.ax_w, p.v, p.stream)
     else:
         w_pass(out, h_row, &p.ax_w, p.v, False)
         store_row(target, off, out, &p.target.row, p.dtype, p.stream,
@@ -158,7 +134,7 @@ cdef inline void _prefetch_item(const Problem* p, const char* source, int64_t it
                      min(<int64_t> TB_PF_NEXT_ITEM, p.source_h * p.L * esize))
 
 
-cdef void _item(const Problem* p, const char* source, char* target, floating* ws,
+cdef void _item(const Problem* p, const char* source, char* target, double* ws,
                 int64_t item) noexcept nogil:
     # Item = (slice b, target planes a0 .. a0 + p.planes_per_item - 1).
     cdef int64_t per_item = p.planes_per_item
@@ -169,17 +145,17 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
     cdef int64_t b1 = b // p.nb2
     cdef int64_t b2 = b - b1 * p.nb2
     cdef int64_t L = p.L
-    cdef floating* acc_d = ws
-    cdef floating* acc_h = ws + p.off_acch
-    cdef floating* conv = ws + p.off_conv
-    cdef floating* out = ws + p.off_out
+    cdef double* acc_d = ws
+    cdef double* acc_h = ws + p.off_acch
+    cdef double* conv = ws + p.off_conv
+    cdef double* out = ws + p.off_out
     cdef const int64_t* h_ptr = p.ax_h.ptr
     cdef const int64_t* h_src = p.ax_h.src
     cdef int64_t src_base = b1 * p.source.s_b1 + b2 * p.source.s_b2
     cdef int64_t dst_base = b1 * p.target.s_b1 + b2 * p.target.s_b2 + a0 * p.target.s_d
     cdef int64_t y, row, g, first, last, step, off
-    cdef floating* h_rows
-    cdef floating* ring
+    cdef double* h_rows
+    cdef double* ring
     cdef int64_t done[TB_MAX_PLANES_PER_ITEM]
 
     if p.whole_planes:
@@ -191,18 +167,13 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
         for g in range(n_planes):
             _reduce_source(acc_d, p, a0 + g, source, src_base, p.source.s_d, conv,
                            p.source_h * L)
-            if TB_STOP_AFTER == 1:
-                continue
             off = dst_base + g * p.target.s_d
-            if (TB_STOP_AFTER == 0 and p.out_direct
-                    and hw_pass_channels((<floating*> target) + off, p.target.s_h, acc_d, L,
-                                         p.target_h, &p.ax_h, &p.ax_w, p.v, p.stream)):
+            if p.out_direct and hw_pass_channels((<double*> target) + off, p.target.s_h, acc_d,
+                                                 L, p.target_h, &p.ax_h, &p.ax_w, p.v, p.stream):
                 continue    # H and W at once (the forward's tables, common channel counts)
             reduce_rows(acc_h, p.h_stride, acc_d, L, &p.ax_h, 0, p.target_h, L, False)
-            if TB_STOP_AFTER == 2:
-                continue
             if p.out_direct:
-                w_pass_channels((<floating*> target) + off, p.target.s_h, acc_h, p.h_stride,
+                w_pass_channels((<double*> target) + off, p.target.s_h, acc_h, p.h_stride,
                                 p.target_h, &p.ax_w, p.v, p.stream)
             else:
                 # Rows to be rounded go through a one-row buffer, which stays
@@ -236,11 +207,7 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
                     _reduce_source(ring + (y % p.ring) * L, p, a0 + g, source,
                                    src_base + y * p.source.s_h, p.source.s_d, conv, L)
                     y += 1
-                if TB_STOP_AFTER == 1:
-                    continue
                 reduce_rows(acc_h, 0, ring, L, &p.ax_h_ring, row, 1, L, False)
-                if TB_STOP_AFTER == 2:
-                    continue
                 _w_and_store(p, target, dst_base + g * p.target.s_d + row * p.target.s_h, acc_h,
                              out, ws)
     else:
@@ -255,16 +222,12 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
         if p.plane_run:
             _reduce_source(acc_d, p, a0, source, src_base, p.source.s_d, conv, p.source_h * L)
             if item + 1 < p.n_items:
-                _prefetch_item(p, source, item + 1, sizeof(floating))
+                _prefetch_item(p, source, item + 1, sizeof(double))
         else:
             for y in range(p.source_h):
                 _reduce_source(acc_d + y * L, p, a0, source, src_base + y * p.source.s_h,
                                p.source.s_d, conv, L)
-        if TB_STOP_AFTER == 1:
-            return
         reduce_rows(acc_h, p.h_stride, acc_d, L, &p.ax_h, 0, p.target_h, L, False)
-        if TB_STOP_AFTER == 2:
-            return
         # The W pass, p.w_rows rows per call (each call sets the table up once).
         row = 0
         while row < p.target_h:
@@ -277,13 +240,10 @@ cdef void _item(const Problem* p, const char* source, char* target, floating* ws
                     store_row(target, off + y * p.target.s_h, out + y * p.ax_w.n_target,
                               &p.target.row, p.dtype, p.stream,
                               <void*> ((<char*> ws) + p.off_narrow))
-            elif floating is double:
+            else:
                 # Straight into the target's rows, each sum rounded once.
                 w_pass_rows_to(target, off, p.target.s_h, h_rows, p.h_stride, step, &p.ax_w,
                                p.stream, p.dtype)
-            else:
-                w_pass_rows((<floating*> target) + off, p.target.s_h, h_rows, p.h_stride,
-                            step, &p.ax_w, p.stream)
             row += step
     if p.stream:
         tb_store_fence()
@@ -307,7 +267,7 @@ cdef void _run(const Problem* p, const char* source, char* target, char* ws,
         tid = omp_get_thread_num()
         if seen != NULL:
             seen[tid] = 1
-        _item[double](p, source, target, <double*> (base + tid * p.slot_bytes), item)
+        _item(p, source, target, <double*> (base + tid * p.slot_bytes), item)
 
 
 cdef void _run_alone(const Problem* p, const char* source, char* target,
@@ -317,7 +277,7 @@ cdef void _run_alone(const Problem* p, const char* source, char* target,
     cdef int64_t item
     cdef char* base = _first_slot(ws)
     for item in range(p.n_items):
-        _item[double](p, source, target, <double*> base, item)
+        _item(p, source, target, <double*> base, item)
 
 
 cdef void _run_team(const Problem* p, const char* source, char* target, char* ws,

@@ -14,7 +14,6 @@
 
 from libc.stdint cimport int64_t, uint16_t
 from libc.string cimport memset
-from cython cimport floating
 
 # The structs the helpers read, declared once (_kernel_plan.h, through
 # _kernel_plan.pxd).
@@ -27,8 +26,6 @@ cdef extern from "_convert.h" nogil:
     uint16_t tb_float_to_bf16(float f) noexcept
     float tb_half_to_float_soft(uint16_t h) noexcept
     uint16_t tb_float_to_half_soft(float f) noexcept
-    void tb_half_to_float_n(float* dst, const uint16_t* src, int64_t n) noexcept
-    void tb_float_to_half_n(uint16_t* dst, const float* src, int64_t n) noexcept
     float tb_double_to_float_odd(double d) noexcept
     uint16_t tb_double_to_half(double d) noexcept
     uint16_t tb_double_to_bf16(double d) noexcept
@@ -39,35 +36,20 @@ cdef extern from "_row_sums.h" nogil:
     void tb_prefetch_rows(const void* rows, int64_t row_bytes, const Axis* ax, int64_t i,
                           int64_t nbytes) noexcept
     enum: TB_ROWS_F16, TB_ROWS_BF16, TB_ROWS_F32
-    void tb_reduce_half_rows(float* acc, int64_t acc_stride, const uint16_t* rows,
-                             int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
-                             int64_t n, int bf16) noexcept
     void tb_reduce_wide_rows(double* acc, int64_t acc_stride, const void* rows,
                              int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
                              int64_t n, int kind) noexcept
-    void tb_reduce_rows_f32(float* acc, int64_t acc_stride, const float* rows,
-                            int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
-                            int64_t n, int prefetch) noexcept
     void tb_reduce_rows_f64(double* acc, int64_t acc_stride, const double* rows,
                             int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
                             int64_t n, int prefetch) noexcept
-    void tb_axpy_f32(float* acc, float w, const float* x, int64_t n, int first) noexcept
     void tb_axpy_f64(double* acc, double w, const double* x, int64_t n, int first) noexcept
-    void tb_axpy2_f32(float* acc, float w0, const float* x0, float w1, const float* x1,
-                      int64_t n, int first) noexcept
     void tb_axpy2_f64(double* acc, double w0, const double* x0, double w1, const double* x1,
                       int64_t n, int first) noexcept
 
 cdef extern from "_w_channels.h" nogil:
-    void tb_w_channels_f32(float* out, int64_t out_stride, const float* row,
-                           int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t v,
-                           int stream) noexcept
     void tb_w_channels_f64(double* out, int64_t out_stride, const double* row,
                            int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t v,
                            int stream) noexcept
-    int tb_hw_channels_f32(float* out, int64_t out_stride, const float* rows,
-                           int64_t row_stride, int64_t n_rows, const Axis* ax_h,
-                           const Axis* ax_w, int64_t v, int stream) noexcept
     int tb_hw_channels_f64(double* out, int64_t out_stride, const double* rows,
                            int64_t row_stride, int64_t n_rows, const Axis* ax_h,
                            const Axis* ax_w, int64_t v, int stream) noexcept
@@ -81,74 +63,56 @@ cdef extern from "_w_gather.h" nogil:
     void tb_gather_rows_d(void* out, int64_t out_stride, const double* rows,
                           int64_t row_stride, int64_t n_rows, const Axis* ax, int stream,
                           int kind) noexcept
-    void tb_gather_rows_f32(float* out, int64_t out_stride, const float* rows,
-                            int64_t row_stride, int64_t n_rows, const Axis* ax,
-                            int stream) noexcept
-    void tb_gather_rows_f16(uint16_t* out, int64_t out_stride, const float* rows,
-                            int64_t row_stride, int64_t n_rows, const Axis* ax,
-                            int stream) noexcept
-    void tb_gather_rows_bf16(uint16_t* out, int64_t out_stride, const float* rows,
-                             int64_t row_stride, int64_t n_rows, const Axis* ax,
-                             int stream) noexcept
 
 
 # Shared with Python, defined once in _constants.h (see _constants_h.pxd).
 from trilinear_bwd._kernels._constants_h cimport TB_DT_FLOAT16, TB_DT_FLOAT32, TB_DT_FLOAT64
 
 
+# The kernel sums every dtype in float64 (docs/numerics.md, "One rounding"):
+# the helpers below take float64 rows of sums.
 
 
-cdef inline void fill_zero(floating* x, int64_t n) noexcept nogil:
-    memset(x, 0, n * sizeof(floating))
+cdef inline void fill_zero(double* x, int64_t n) noexcept nogil:
+    memset(x, 0, n * sizeof(double))
 
 
-cdef inline void axpy(floating* acc, floating w, const floating* x, int64_t n,
+cdef inline void axpy(double* acc, double w, const double* x, int64_t n,
                       bint first) noexcept nogil:
     # acc = (first ? 0 : acc) + w * x  (see _row_sums.h).
-    if floating is float:
-        tb_axpy_f32(acc, w, x, n, first)
-    else:
-        tb_axpy_f64(acc, w, x, n, first)
+    tb_axpy_f64(acc, w, x, n, first)
 
 
-cdef inline void axpy2(floating* acc, floating w0, const floating* x0, floating w1,
-                       const floating* x1, int64_t n, bint first) noexcept nogil:
+cdef inline void axpy2(double* acc, double w0, const double* x0, double w1,
+                       const double* x1, int64_t n, bint first) noexcept nogil:
     # Two terms at once: acc = ((first ? 0 : acc) + w0 * x0) + w1 * x1, the
     # same roundings in the same order as two axpy calls, with half the
     # loads and stores of acc.
-    if floating is float:
-        tb_axpy2_f32(acc, w0, x0, w1, x1, n, first)
-    else:
-        tb_axpy2_f64(acc, w0, x0, w1, x1, n, first)
+    tb_axpy2_f64(acc, w0, x0, w1, x1, n, first)
 
 
-cdef inline void load_row(floating* dst, const char* base, int64_t off,
+cdef inline void load_row(double* dst, const char* base, int64_t off,
                           const Row* r, int dtype) noexcept nogil:
-    # Gather one source row into contiguous accumulation-type elements.
+    # Gather one source row into contiguous float64 elements.
     cdef int64_t o, k, n = r.n_inner, si = r.s_inner, so = r.s_outer
     cdef const float* f32
     cdef const double* f64
     cdef const uint16_t* u16
-    cdef bint unit = r.n_outer == 1 and si == 1
     if dtype == TB_DT_FLOAT32:
         f32 = (<const float*> base) + off
         for o in range(r.n_outer):
             for k in range(n):
                 dst[o * n + k] = f32[o * so + k * si]
     elif dtype == TB_DT_FLOAT64:
-        if floating is double:
-            f64 = (<const double*> base) + off
-            for o in range(r.n_outer):
-                for k in range(n):
-                    dst[o * n + k] = f64[o * so + k * si]
+        f64 = (<const double*> base) + off
+        for o in range(r.n_outer):
+            for k in range(n):
+                dst[o * n + k] = f64[o * so + k * si]
     elif dtype == TB_DT_FLOAT16:
         u16 = (<const uint16_t*> base) + off
-        if floating is float and unit:
-            tb_half_to_float_n(dst, u16, n)
-        else:
-            for o in range(r.n_outer):
-                for k in range(n):
-                    dst[o * n + k] = tb_half_to_float(u16[o * so + k * si])
+        for o in range(r.n_outer):
+            for k in range(n):
+                dst[o * n + k] = tb_half_to_float(u16[o * so + k * si])
     else:
         u16 = (<const uint16_t*> base) + off
         for o in range(r.n_outer):
@@ -156,31 +120,20 @@ cdef inline void load_row(floating* dst, const char* base, int64_t off,
                 dst[o * n + k] = tb_bf16_to_float(u16[o * so + k * si])
 
 
-cdef inline void _round_16(uint16_t* dst, int64_t step, const floating* src, int64_t n,
+cdef inline void _round_16(uint16_t* dst, int64_t step, const double* src, int64_t n,
                            int dtype) noexcept nogil:
     # n results rounded once to float16 (dtype TB_DT_FLOAT16) or bfloat16,
     # into every ``step``-th element of dst.
     cdef int64_t k
-    if floating is float:
-        if dtype == TB_DT_FLOAT16:
-            if step == 1:
-                tb_float_to_half_n(dst, src, n)
-            else:
-                for k in range(n):
-                    dst[k * step] = tb_float_to_half(src[k])
-        else:
-            for k in range(n):
-                dst[k * step] = tb_float_to_bf16(src[k])
+    if dtype == TB_DT_FLOAT16:
+        for k in range(n):
+            dst[k * step] = tb_double_to_half(src[k])
     else:
-        if dtype == TB_DT_FLOAT16:
-            for k in range(n):
-                dst[k * step] = tb_double_to_half(src[k])
-        else:
-            for k in range(n):
-                dst[k * step] = tb_double_to_bf16(src[k])
+        for k in range(n):
+            dst[k * step] = tb_double_to_bf16(src[k])
 
 
-cdef inline void store_row(char* base, int64_t off, const floating* src,
+cdef inline void store_row(char* base, int64_t off, const double* src,
                            const Row* r, int dtype, bint stream, void* narrow) noexcept nogil:
     # Scatter one finished target row, rounding once to the storage type
     # (float64 sums to float16/bfloat16 through float32 rounded to odd, which
@@ -192,9 +145,8 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
     cdef uint16_t* u16
     cdef bint unit = r.n_outer == 1 and si == 1
     if stream:
-        if (dtype == TB_DT_FLOAT64 and floating is double) or (
-                dtype == TB_DT_FLOAT32 and floating is float):
-            tb_stream_copy(base + off * sizeof(floating), src, n * sizeof(floating))
+        if dtype == TB_DT_FLOAT64:
+            tb_stream_copy(base + off * sizeof(double), src, n * sizeof(double))
             return
         if dtype == TB_DT_FLOAT32:
             f32 = <float*> narrow
@@ -229,44 +181,33 @@ cdef inline void store_row(char* base, int64_t off, const floating* src,
                 _round_16(u16 + o * so, si, src + o * n, n, dtype)
 
 
-cdef inline void reduce_rows(floating* acc, int64_t acc_stride, const floating* rows,
+cdef inline void reduce_rows(double* acc, int64_t acc_stride, const double* rows,
                              int64_t stride, const Axis* ax, int64_t first, int64_t n_rows,
                              int64_t n, bint prefetch) noexcept nogil:
     # Rows r < n_rows of acc (acc_stride apart): target points first + r of
     # axis ax, each the sum over its terms t of weight[t] * rows[src[t] * stride :];
     # ``prefetch`` when the rows come from memory (source) rather than cache
     # (see _row_sums.h).
-    if floating is float:
-        tb_reduce_rows_f32(acc, acc_stride, rows, stride, ax, first, n_rows, n, prefetch)
-    else:
-        tb_reduce_rows_f64(acc, acc_stride, rows, stride, ax, first, n_rows, n, prefetch)
+    tb_reduce_rows_f64(acc, acc_stride, rows, stride, ax, first, n_rows, n, prefetch)
 
 
-cdef inline void w_pass_channels(floating* out, int64_t out_stride, const floating* rows,
+cdef inline void w_pass_channels(double* out, int64_t out_stride, const double* rows,
                                  int64_t row_stride, int64_t n_rows, const Axis* ax, int64_t v,
                                  bint stream) noexcept nogil:
     # w_pass of n_rows rows, ``row_stride`` apart, into rows ``out_stride`` apart.
-    if floating is float:
-        tb_w_channels_f32(out, out_stride, rows, row_stride, n_rows, ax, v, stream)
-    else:
-        tb_w_channels_f64(out, out_stride, rows, row_stride, n_rows, ax, v, stream)
+    tb_w_channels_f64(out, out_stride, rows, row_stride, n_rows, ax, v, stream)
 
 
-cdef inline bint hw_pass_channels(floating* out, int64_t out_stride, const floating* rows,
+cdef inline bint hw_pass_channels(double* out, int64_t out_stride, const double* rows,
                                   int64_t row_stride, int64_t n_rows, const Axis* ax_h,
                                   const Axis* ax_w, int64_t v, bint stream) noexcept nogil:
     # The H and W passes of n_rows target rows at once from the D-reduced
     # rows, where both tables have two terms a point and v has a copy
     # (_w_channels.h, tb_hw_channels_); False, having done nothing, otherwise.
-    if floating is float:
-        return tb_hw_channels_f32(out, out_stride, rows, row_stride, n_rows, ax_h, ax_w, v,
-                                  stream)
-    else:
-        return tb_hw_channels_f64(out, out_stride, rows, row_stride, n_rows, ax_h, ax_w, v,
-                                  stream)
+    return tb_hw_channels_f64(out, out_stride, rows, row_stride, n_rows, ax_h, ax_w, v, stream)
 
 
-cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int64_t v,
+cdef inline void w_pass(double* out, const double* row, const Axis* ax, int64_t v,
                         bint stream) noexcept nogil:
     # The W pass of one row of v channels per position, as an axpy over the
     # v contiguous channels per term (the channels-last W pass, and the
@@ -275,7 +216,7 @@ cdef inline void w_pass(floating* out, const floating* row, const Axis* ax, int6
     w_pass_channels(out, 0, row, 0, 1, ax, v, stream)
 
 
-cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* rows,
+cdef inline void w_pass_rows(double* out, int64_t out_stride, const double* rows,
                              int64_t row_stride, int64_t n_rows, const Axis* ax,
                              bint stream) noexcept nogil:
     # The channels-first W pass of n_rows rows, ``row_stride`` apart, into
@@ -289,8 +230,6 @@ cdef inline void w_pass_rows(floating* out, int64_t out_stride, const floating* 
     if ax.width == 0:
         for y in range(n_rows):
             w_pass(out + y * out_stride, rows + y * row_stride, ax, 1, stream)
-    elif floating is float:
-        tb_gather_rows_f32(out, out_stride, rows, row_stride, n_rows, ax, stream)
     else:
         tb_gather_rows_d(out, out_stride, rows, row_stride, n_rows, ax, stream, TB_OUT_F64)
 
@@ -310,14 +249,3 @@ cdef inline void w_pass_rows_to(char* target, int64_t off, int64_t out_stride,
     else:
         tb_gather_rows_d((<uint16_t*> target) + off, out_stride, rows, row_stride, n_rows, ax,
                          stream, TB_OUT_F16 if dtype == TB_DT_FLOAT16 else TB_OUT_BF16)
-
-
-cdef inline void w_pass_rows_16(uint16_t* out, int64_t out_stride, const float* rows,
-                                int64_t row_stride, int64_t n_rows, const Axis* ax,
-                                bint bf16) noexcept nogil:
-    # w_pass_rows into float16 (or bfloat16) rows, each rounded once in
-    # registers; the padded table only (ax.width > 0).
-    if bf16:
-        tb_gather_rows_bf16(out, out_stride, rows, row_stride, n_rows, ax, False)
-    else:
-        tb_gather_rows_f16(out, out_stride, rows, row_stride, n_rows, ax, False)

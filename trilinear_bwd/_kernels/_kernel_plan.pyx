@@ -95,11 +95,9 @@ cdef class KernelPlan:
         self.p.ax_h_ring.src = <const int64_t*> <uintptr_t> ring_src.ctypes.data
         keep.append(ring_src)
         self._keep = keep
-        self.p.h_stride = h_stride
-        self.p.off_acch = off_acch
-        self.p.off_conv = off_conv
-        self.p.off_out = off_out
-        self.p.off_narrow = off_narrow
+        # The slot's layout (_plan.py; what each field holds: _kernel_plan.h).
+        (self.p.h_stride, self.p.off_acch, self.p.off_conv, self.p.off_out,
+         self.p.off_narrow) = (h_stride, off_acch, off_conv, off_out, off_narrow)
         self.p.slot_bytes = slot_bytes
         self.p.w_rows = w_rows
 

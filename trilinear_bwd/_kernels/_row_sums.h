@@ -2,9 +2,11 @@
  * The D and H passes: weighted sums of rows, each output element
  *     acc = ((0 + w0 * x0) + w1 * x1) + ...
  * over its terms in table order.  Plain axpys (one or two terms per sweep)
- * and the register-accumulating row sums, over float32 or float64 rows, and
- * over float16 / bfloat16 rows read in place and widened to float32 (widening
- * is exact, so the roundings and their order are those of float32 rows).
+ * and the register-accumulating row sums of float64, the kernel's
+ * accumulation type for every dtype (docs/numerics.md, "One rounding"), over
+ * float64 rows, and over float32 / float16 / bfloat16 rows read in place and
+ * widened to float64 (widening is exact, so the roundings and their order are
+ * those of float64 rows).
  *
  * In C rather than Cython for `restrict` (without it the compiler versions
  * every loop behind a run-time overlap check, which costs more than the work
@@ -26,9 +28,8 @@
 #include "_simd.h"
 
 /*
- * What the rows hold: the accumulation type itself, or float16 / bfloat16 /
- * float32 widened to it (the kernel sums every dtype in float64: float32
- * and 16-bit rows as TB_ROWS_F32, _F16, _BF16 of the float64 copy).  A
+ * What the rows hold: float64 itself, or float16 / bfloat16 / float32
+ * widened to it (TB_ROWS_F32, _F16, _BF16).  A
  * compile-time constant in each copy of the sums, so the load is chosen
  * once.
  */
@@ -51,17 +52,15 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
  * 16 lines ahead: a core that consumes a line in few cycles (AVX-512, or a
  * fast core) outruns a shorter distance. */
 #define TB_PF_AHEAD 1024
-/* 16-bit rows: twice as far, in bytes (each step consumes half the bytes of
- * a float32 step). */
-#define TB_PF_AHEAD_16 2048
 /* Rows widened to float64 sums (float32, float16, bfloat16 source rows):
  * each step consumes a half or a quarter of the bytes of a float64 step
  * but takes as long, so the lines must be asked for further ahead. */
 #ifndef TB_PF_AHEAD_WIDE
 #define TB_PF_AHEAD_WIDE 4096
 #endif
-/* 16-bit rows on narrower vectors (AVX2, SSE2): bytes of a row per
- * prefetch, two a 64-byte line (_row_sums_t.h). */
+/* Widened rows (float32, float16, bfloat16) on narrower vectors (AVX2):
+ * bytes of a row per prefetch, two a 64-byte line (_row_sums_t.h;
+ * docs/design.md, Decisions: narrow-rows-two-prefetches-a-line). */
 #define TB_PF_BYTES_16 32
 /* A channels-first item whose plane is one run asks for this many bytes at
  * the start of each source plane the next item sums, before its own H and
@@ -71,12 +70,11 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
  * hundred cycles later, from L2 as fast as the loads need them, while asked
  * into L1 they would evict the plane of sums (16 KiB for 64 x 64) that the
  * H and W passes work on there -- above all the next item's request, made
- * just before those passes (benchmarks/NOTES.md, "Prefetches into L2"). */
+ * just before those passes (docs/design.md, Decisions: source-prefetch-into-l2). */
 #define TB_PF_HINT _MM_HINT_T1
-/* Two exceptions, each chosen by timing both hints (benchmarks/NOTES.md,
- * "Per-vector prefetches into L1 on narrower vectors").  One prefetch per
- * vector on narrower vectors (AVX2 and SSE2 over float32 and float64 rows,
- * _row_sums_t.h) asks for L1. */
+/* Two exceptions, each chosen by timing both hints.  One prefetch per
+ * vector on narrower vectors (AVX2 and SSE2, _row_sums_t.h) asks for L1
+ * (docs/design.md, Decisions: vector-prefetch-into-l1-narrow). */
 #if TB_HAVE_MASKS
 #define TB_PF_HINT_VEC TB_PF_HINT
 #else
@@ -85,27 +83,18 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
 /* And with AVX-512 a next item whose whole request is at most this many
  * bytes (a forward's two planes of a small source) asks for L1: it evicts
  * little of the plane the H and W passes work on, and its short D pass then
- * starts from L1.  AVX2 keeps L2 for it (the same section of the notes). */
+ * starts from L1.  AVX2 keeps L2 for it
+ * (docs/design.md, Decisions: next-item-prefetch-into-l1-small). */
 #define TB_PF_NEXT_ITEM_L1 4096
 
-/* The row sums for each accumulation type (the C template _row_sums_t.h). */
-#define TB_T float
-#define TB_S f32
-#define TB_HALF_ROWS TB_HAVE_HALF_VECTORS
-#define TB_WIDE_ROWS 0
-#include "_row_sums_t.h"
-#undef TB_T
-#undef TB_S
-#undef TB_HALF_ROWS
-#undef TB_WIDE_ROWS
+/* The row sums (the C template _row_sums_t.h), for float64 only: the
+ * kernel's one accumulation type. */
 #define TB_T double
 #define TB_S f64
-#define TB_HALF_ROWS 0
 #define TB_WIDE_ROWS TB_HAVE_WIDE_VECTORS
 #include "_row_sums_t.h"
 #undef TB_T
 #undef TB_S
-#undef TB_HALF_ROWS
 #undef TB_WIDE_ROWS
 
 /* Ask for the first `nbytes` of each source row that target point i of
@@ -134,31 +123,6 @@ static inline void tb_prefetch_rows(const void *rows, int64_t row_bytes, const t
 #else
     (void)rows, (void)row_bytes, (void)ax, (void)i, (void)nbytes;
 #endif
-}
-
-/* 16-bit source rows, summed into float32 (tb_reduce_rows_f32's contract):
- * always read from memory, hence prefetched. */
-static inline void tb_reduce_half_terms(float *restrict acc, int64_t acc_stride,
-                                        const uint16_t *rows, int64_t stride,
-                                        const int64_t *restrict ptr, const int64_t *restrict src,
-                                        const float *restrict w, int64_t n_rows, int64_t n,
-                                        int bf16)
-{
-    if (bf16)
-        tb_reduce_rows_body_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
-                                TB_ROWS_BF16);
-    else
-        tb_reduce_rows_body_f32(acc, acc_stride, rows, stride, ptr, src, w, n_rows, n, 1,
-                                TB_ROWS_F16);
-}
-
-TB_ALWAYS_INLINE void tb_reduce_half_rows(float *restrict acc, int64_t acc_stride,
-                                          const uint16_t *rows, int64_t stride,
-                                          const tb_axis *ax, int64_t first, int64_t n_rows,
-                                          int64_t n, int bf16)
-{
-    tb_reduce_half_terms(acc, acc_stride, rows, stride, ax->ptr + first, ax->src,
-                         (const float *)ax->weight, n_rows, n, bf16);
 }
 
 /* float32, float16 or bfloat16 source rows (TB_READ_FLOAT32, _FLOAT16,

@@ -1,11 +1,9 @@
 /*
  * The row sums of _row_sums.h for one accumulation type: a C template,
- * included once with TB_T float, TB_S f32 and TB_HALF_ROWS set where the
- * variant has float16/bfloat16 vectors, and once with TB_T double, TB_S f64
+ * included with TB_T double, TB_S f64 (the kernel's one accumulation type)
  * and TB_WIDE_ROWS set where the variant has vectors widening float32,
- * float16 and bfloat16 to float64 (the kernel's own sums are all float64).  Every name it
- * defines ends in the type's suffix (TB_TYPED, _portable.h).  No include
- * guard: it is meant to be included more than once.
+ * float16 and bfloat16 to float64.  Every name it defines ends in the
+ * type's suffix (TB_TYPED, _portable.h).
  */
 
 /* acc = (first ? 0 : acc) + w * x, n elements. */
@@ -50,14 +48,10 @@ TB_ALWAYS_INLINE TB_T TB_TYPED(tb_row_elem_)(const void *x, int64_t k, int kind)
 #define TB_VEC TB_CAT(tb_vec_, TB_S)
 #define TB_LANES TB_CAT(TB_LANES_, TB_S)
 
-/* A vector of row x at element k.  16-bit kinds reach the vector code only
- * where TB_HALF_ROWS is set (tb_sum_rows_m_ tests it). */
+/* A vector of row x at element k.  Other kinds than TB_ROWS_SAME reach the
+ * vector code only where TB_WIDE_ROWS is set (tb_sum_rows_m_ tests it). */
 TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_row_vec_)(const void *x, int64_t k, int kind)
 {
-#if TB_HALF_ROWS
-    if (kind != TB_ROWS_SAME)
-        return tb_load_half((const uint16_t *)x + k, kind == TB_ROWS_BF16);
-#endif
 #if TB_WIDE_ROWS
     if (kind != TB_ROWS_SAME)
         return tb_load_wide((const char *)x + k * TB_ELEM_BYTES(kind), kind);
@@ -82,10 +76,6 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_vec_)(TB_T *restrict acc, const void *cons
 TB_ALWAYS_INLINE TB_VEC TB_TYPED(tb_row_vec_head_)(const void *x, int64_t k, int64_t part,
                                                    int kind)
 {
-#if TB_HALF_ROWS
-    if (kind != TB_ROWS_SAME)
-        return tb_load_half_head((const uint16_t *)x + k, part, kind == TB_ROWS_BF16);
-#endif
 #if TB_WIDE_ROWS
     if (kind != TB_ROWS_SAME)
         return tb_load_wide_head((const char *)x + k * TB_ELEM_BYTES(kind), part, kind);
@@ -117,10 +107,9 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
 {
     int64_t k = 0;
 #if defined(TB_LANES_f32)
-    if (kind == TB_ROWS_SAME || TB_HALF_ROWS || TB_WIDE_ROWS) {
+    if (kind == TB_ROWS_SAME || TB_WIDE_ROWS) {
         const int64_t elem = TB_ELEM_BYTES(kind);
-        const int64_t ahead = kind == TB_ROWS_SAME ? TB_PF_AHEAD
-                              : TB_WIDE_ROWS ? TB_PF_AHEAD_WIDE : TB_PF_AHEAD_16;
+        const int64_t ahead = kind == TB_ROWS_SAME ? TB_PF_AHEAD : TB_PF_AHEAD_WIDE;
         TB_VEC wv[TB_ROWS_PER_SUM];
         for (int64_t j = 0; j < m; ++j)
             wv[j] = TB_V(set1)(w[j]);
@@ -140,18 +129,18 @@ TB_ALWAYS_INLINE void TB_TYPED(tb_sum_rows_m_)(TB_T *restrict acc, const void *c
         }
 #endif
 #if !TB_HAVE_MASKS
-        /* Narrower vectors (AVX2, SSE2) over 16-bit source rows: one
-         * prefetch per row per 32 bytes (two a line) instead of one per
-         * vector (four a line), and a long row starts with the scalar
+        /* Narrower vectors (AVX2, SSE2) over source rows narrower than the
+         * sums (float32, float16, bfloat16): one prefetch per row per 32
+         * bytes (two a line) instead of one per vector, and a long row
+         * starts with the scalar
          * elements before x[0]'s first vector boundary, so that no vector
          * load of x[0] (nor, in a plane read in one sweep whose planes are
          * whole vectors apart, of any row) straddles two lines.  The scalar
          * elements take the same multiplies and adds as the vector lanes.
          * Two a line rather than one: a prefetch the core drops is likely
          * not asked for again, and one a line left the sweep as slow as
-         * none.  float32 rows keep one prefetch per vector, which timed
-         * faster than one a line despite more instructions
-         * (benchmarks/NOTES.md, "16-bit rows: two prefetches a line"). */
+         * none.  Rows of the sums' own type keep one prefetch per vector
+         * (docs/design.md, Decisions: narrow-rows-two-prefetches-a-line). */
         const int64_t per_prefetch = TB_PF_BYTES_16 / (TB_LANES * elem);
         if (prefetch && per_prefetch > 1 && kind != TB_ROWS_SAME) {
             if (n >= 8 * TB_LANES) {

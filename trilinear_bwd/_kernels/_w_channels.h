@@ -29,11 +29,7 @@
 #include "_portable.h"
 #include "_simd.h"
 
-#define TB_T float
-#define TB_S f32
-#include "_w_channels_t.h"
-#undef TB_T
-#undef TB_S
+/* float64 only: the kernel's one accumulation type. */
 #define TB_T double
 #define TB_S f64
 #include "_w_channels_t.h"

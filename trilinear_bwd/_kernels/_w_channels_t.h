@@ -1,8 +1,7 @@
 /*
  * The channels-last W pass of _w_channels.h for one accumulation type: a C
- * template, included once with TB_T float and TB_S f32, once with TB_T
- * double and TB_S f64 (TB_TYPED, _portable.h).  No include guard: it is
- * meant to be included more than once.
+ * template, included with TB_T double and TB_S f64 (TB_TYPED, _portable.h),
+ * the kernel's one accumulation type.
  */
 
 /* Without vectors, or for channel counts they cannot cover: element by element. */
