@@ -45,8 +45,8 @@ cdef class KernelPlan:
     it has already decided; every keyword is the ``Problem`` field of the
     same name (``_kernel_plan.pxd`` says what each holds), except
     ``source``/``target`` (each array's strides, ``_plan._volume``) and
-    ``tables`` (the D, H and W ``_tables.AxisTable``).  It checks only what
-    would be a plan/kernel mismatch.  It holds no address of any array but
+    ``tables`` (the D, H and W tables the core's ``_axis_table`` builds).
+    It checks only what would be a plan/kernel mismatch.  It holds no address of any array but
     its tables', so one plan serves any number of calls, at once too, under
     any kernel variant (``trilinear_bwd._kernels.<variant>.run``).
 

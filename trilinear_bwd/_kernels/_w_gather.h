@@ -9,7 +9,7 @@
  * blocks of 8 output points, k-major inside a block:
  *     index of (i, k) = (i / 8) * 8 * width + k * 8 + i % 8,
  * so that the 8 weights and 8 source indices of one k load as vectors.  For
- * each (block, k) the plan (_tables.py) records in `mode` how far apart its
+ * each (block, k) the plan (_core/_axis_table.py) records in `mode` how far apart its
  * 8 row elements lie, from window[block, k] on: within 8 (TB_WINDOW8), 16
  * (TB_WINDOW16) or 32 (TB_WINDOW32) elements, or anywhere (TB_GATHER); `rel`
  * holds the offsets inside the window, -1 for padding; block_window[block]
