@@ -131,3 +131,17 @@ def test_the_harness_check_sees_an_import_of_the_harness(tmp_path):
     (tmp_path / "bench.py").write_text("from ._bench._cli import main\n")
     (tmp_path / "_bench" / "_x.py").write_text("from . import _kernel\n")
     assert _harness_importers(tmp_path) == ["_core/a.py", "c.py", "torch/b.py"]
+
+
+MAX_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    """One job per module: none of the package's sources (Python, Cython, C) runs past 600 lines."""
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*")
+        if p.suffix in SOURCES + (".h",)
+        and (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, long
