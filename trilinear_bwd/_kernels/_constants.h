@@ -13,7 +13,8 @@
 
 /* How the D pass reads source rows (Problem.read_mode).  The accumulation
  * type is float64 for every dtype (docs/numerics.md, "One rounding"): rows
- * of the other dtypes are widened, exactly, as they are read. */
+ * of the other dtypes are widened, exactly, as they are read
+ * (docs/design.md, Decisions: widen-in-the-d-pass). */
 #define TB_READ_IN_PLACE 0   /* float64, unit stride: used where they lie */
 #define TB_READ_FLOAT16 1    /* float16, unit stride: widened inside the axpy */
 #define TB_READ_BFLOAT16 2   /* bfloat16, unit stride: widened inside the axpy */
@@ -38,8 +39,9 @@
  * other widths' copies, every forward's among them, keep their code). */
 #define TB_W_STRIDE3_WIDTH 7
 
-/* Output points per block of the padded W table: the 8 lanes of an AVX2
- * float32 vector (the vector code is written for exactly this many). */
+/* Output points per block of the padded W table: the 8 lanes of an
+ * AVX-512 float64 vector, two of AVX2's (the vector code is written for
+ * exactly this many; docs/design.md, Decisions: w-blocks-of-8). */
 #define TB_W_BLOCK 8
 
 /* Elements after an acc_h row's zero sentinel that a W window may read

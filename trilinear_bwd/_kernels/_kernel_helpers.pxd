@@ -5,7 +5,8 @@
 # layer validates the call, and ``_plan.py`` fills the typed plan's
 # ``Problem`` once per geometry (``_kernel_plan.pxd``).  The helpers are
 # compiled into each kernel variant, so they pick up that variant's
-# instruction set.
+# instruction set; the passes they call are C headers with intrinsics, not
+# Cython (docs/design.md, Decisions: intrinsics-in-c).
 #
 # Arithmetic contract, shared by every layout and variant: each output element
 # of a pass is ``((0 + w0*x0) + w1*x1) + ...`` over its terms in a fixed order.

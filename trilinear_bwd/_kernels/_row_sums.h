@@ -50,7 +50,8 @@ enum { TB_ROWS_SAME = 0, TB_ROWS_F16 = 1, TB_ROWS_BF16 = 2, TB_ROWS_F32 = 3 };
  * memory at every page boundary of its several streams.  Past the end of a
  * row this fetches the start of the next one, which the next D row reads.
  * 16 lines ahead: a core that consumes a line in few cycles (AVX-512, or a
- * fast core) outruns a shorter distance. */
+ * fast core) outruns a shorter distance (docs/design.md,
+ * Decisions: prefetch-distance). */
 #define TB_PF_AHEAD 1024
 /* Rows widened to float64 sums (float32, float16, bfloat16 source rows):
  * each step consumes a half or a quarter of the bytes of a float64 step
